@@ -1,0 +1,119 @@
+// PlannerCore: the whole planning pipeline behind one thread-safe object.
+// Register models, feed samples, ask for a plan per batch, report outcomes.
+// The in-process planner (client/) and the daemon (rematd) both wrap it; it
+// has no LibTorch and no gRPC.
+//
+// GetPlan: validate -> bucket the features (round up) -> plan cache ->
+// on a miss, the estimator's prediction -> if untrusted, COLLECT -> else
+// the solver on the upper bounds -> cache.
+#ifndef REMAT_PLANNER_CORE_H_
+#define REMAT_PLANNER_CORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "planner/estimator.h"
+#include "planner/model.h"
+#include "planner/plan.h"
+#include "planner/plan_cache.h"
+
+namespace remat {
+
+struct CoreOptions {
+  EstimatorOptions estimator;
+  // "remat" (default) or "mimose": the estimator every model gets.
+  std::string estimator_kind = "remat";
+  size_t plan_cache_capacity = 4096;  // plans, across all models
+  // Bucket granularity per feature name; features not listed use
+  // default_granularity. Mimose rounds sequence lengths up to 5 tokens.
+  std::map<std::string, double> granularity = {{"seq", 8}};
+  double default_granularity = 1;
+  // Kept free below every budget, as a fraction of it (fragmentation).
+  double margin_fraction = 0.0;
+  std::string default_solver = "exact";
+  // Limits (RESOURCE_EXHAUSTED beyond them).
+  int max_models = 256;
+  int max_samples_per_model = 100000;
+};
+
+struct PlanRequest {
+  std::string model;
+  Features features;
+  int64_t budget_bytes = 0;
+  std::string solver;  // empty: CoreOptions::default_solver
+};
+
+struct PlanResult {
+  // COLLECT: the estimator cannot vouch for these features yet; run the
+  // batch with every checkpointable block recomputed and report samples.
+  bool collect = false;
+  std::string collect_reason;
+  std::shared_ptr<const Plan> plan;  // set when !collect
+  bool from_cache = false;
+  std::vector<int64_t> bucket;  // the bucketed features the plan is sized for
+};
+
+struct Outcome {
+  std::string model;
+  Features features;
+  std::vector<Action> actions;  // the plan the step ran
+  int64_t measured_peak_bytes = 0;
+  int64_t step_ns = 0;
+  bool out_of_memory = false;
+};
+
+struct ModelState {
+  ModelSpec spec;
+  size_t num_samples = 0;
+  std::vector<BlockFitQuality> fit_quality;
+  std::vector<FeatureRange> observed_range;
+  uint64_t outcomes = 0;
+  uint64_t out_of_memory = 0;
+};
+
+// Thread-safe: every method may be called concurrently.
+class PlannerCore {
+ public:
+  explicit PlannerCore(CoreOptions options = {});
+  ~PlannerCore();
+
+  // INVALID_ARGUMENT for a malformed spec; ALREADY_EXISTS when the name is
+  // registered with a different shape; OK (idempotent) for the same shape.
+  absl::Status RegisterModel(const ModelSpec& spec);
+
+  // NOT_FOUND for an unknown model; INVALID_ARGUMENT naming the field
+  // ("samples[i]...."); all or nothing. Refits and invalidates the model's
+  // cached plans.
+  absl::Status AddSamples(const std::string& model,
+                          const std::vector<Sample>& samples);
+
+  // NOT_FOUND, INVALID_ARGUMENT (features, budget, solver), or
+  // RESOURCE_EXHAUSTED when no plan fits, with the smallest reachable peak
+  // in the message. COLLECT is a successful result, not an error.
+  absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request);
+
+  // Like GetPlan, but also returns the infeasible plan instead of an error,
+  // for explaining; never COLLECT unless there are no samples.
+  absl::StatusOr<PlanResult> Explain(const PlanRequest& request);
+
+  // Feeds calibration. NOT_FOUND / INVALID_ARGUMENT.
+  absl::Status ReportOutcome(const Outcome& outcome);
+
+  std::vector<std::string> ListModels() const;
+  absl::StatusOr<ModelState> GetModelState(const std::string& model) const;
+  absl::StatusOr<ModelSpec> GetModelSpec(const std::string& model) const;
+  PlanCacheStats cache_stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_CORE_H_

@@ -1,0 +1,132 @@
+// The footprint estimator: predicts each block's retained bytes, input bytes
+// and forward time for a batch's features, with upper bounds a planner can
+// trust, and says when it cannot vouch for a query (the caller must collect).
+//
+// Thread safety: an Estimator is not thread-safe; callers serialise access
+// (PlannerCore holds a per-model mutex). Const methods may run concurrently
+// with each other.
+#ifndef REMAT_PLANNER_ESTIMATOR_H_
+#define REMAT_PLANNER_ESTIMATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "planner/model.h"
+#include "planner/plan.h"
+
+namespace remat {
+
+struct EstimatorOptions {
+  // Fit each quantity over all monomials of the features up to this total
+  // degree (2 covers b, b*s, b*s^2 for features {b, s}). Range [1, 4].
+  int degree = 2;
+  // A query is out of range when a feature exceeds the largest observed
+  // value times this factor (or lies below the smallest divided by it).
+  // Must be >= 1.
+  double extrapolation_factor = 1.25;
+  // Distinct feature vectors needed before predictions are trusted.
+  // 0 means "the number of unknowns of the fit" (monomial count).
+  int min_distinct_samples = 0;
+};
+
+// A predicted quantity with an upper bound that a planner can plan against.
+struct Estimate {
+  double value = 0;  // point prediction, >= 0
+  double upper = 0;  // >= value
+};
+
+struct BlockEstimate {
+  Estimate act_bytes;
+  Estimate input_bytes;
+  Estimate forward_ns;
+};
+
+struct Prediction {
+  std::vector<BlockEstimate> blocks;  // one per model block, in order
+  Estimate base_bytes;                // from samples that reported it; else 0
+  // Learned from reported peaks (ReportPeak): bytes the memory model has
+  // been seen to miss. Added to the base when planning. >= 0.
+  int64_t calibration_bytes = 0;
+  // False when the caller must collect rather than plan on these numbers:
+  // too few distinct samples, or a feature outside the observed range.
+  bool trusted = false;
+  std::string untrusted_reason;  // for people, empty when trusted
+};
+
+// Fit quality of one block's retained-bytes model, for status pages.
+struct BlockFitQuality {
+  std::string block;
+  double act_rel_rmse = 0;  // leave-one-out relative RMS error of act_bytes
+};
+
+struct FeatureRange {
+  std::string feature;
+  double min = 0;
+  double max = 0;
+};
+
+class Estimator {
+ public:
+  virtual ~Estimator() = default;
+
+  // "remat" or "mimose".
+  virtual std::string name() const = 0;
+  virtual const ModelSpec& model() const = 0;
+
+  // Validates every sample, then stores all of them and refits. On error
+  // (INVALID_ARGUMENT naming the field, e.g. "samples[2].blocks[0].act_bytes")
+  // nothing is stored.
+  virtual absl::Status AddSamples(const std::vector<Sample>& samples) = 0;
+  virtual size_t num_samples() const = 0;
+
+  // INVALID_ARGUMENT for malformed features; FAILED_PRECONDITION when there
+  // are no samples at all. Otherwise a prediction, trusted or not.
+  virtual absl::StatusOr<Prediction> Predict(const Features& features) const = 0;
+
+  // Feeds back the measured peak of a step that ran `actions` for
+  // `features`. A measured peak above the prediction raises
+  // calibration_bytes so the next plan is safer.
+  virtual absl::Status ReportPeak(const Features& features,
+                                  const std::vector<Action>& actions,
+                                  int64_t measured_peak_bytes) = 0;
+
+  // The whole-step peak for `features` under `actions`: the memory model
+  // (PredictedPeakBytes) on the point predictions (value) and on the upper
+  // bounds (upper), both plus calibration_bytes.
+  virtual absl::StatusOr<Estimate> PredictPeakBytes(
+      const Features& features, const std::vector<Action>& actions) const = 0;
+
+  virtual std::vector<BlockFitQuality> FitQuality() const = 0;
+  virtual std::vector<FeatureRange> ObservedRange() const = 0;
+
+  // A versioned, self-describing text form (model, options, samples,
+  // calibration) that DeserializeEstimator restores exactly.
+  virtual std::string Serialize() const = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Estimator>> NewRematEstimator(
+    const ModelSpec& model, const EstimatorOptions& options = {});
+
+// Mimose's estimator (arXiv 2209.02478): one scalar input size per batch,
+// a quadratic polyfit per block. The input size is the product of all
+// features (e.g. batch*seq tokens). A baseline, not for production plans.
+absl::StatusOr<std::unique_ptr<Estimator>> NewMimoseEstimator(
+    const ModelSpec& model, const EstimatorOptions& options = {});
+
+// Restores either kind from Serialize()'s output. INVALID_ARGUMENT on a
+// malformed text; FAILED_PRECONDITION on an unknown format version.
+absl::StatusOr<std::unique_ptr<Estimator>> DeserializeEstimator(
+    const std::string& text);
+
+// The problem a solver plans against for one batch: per-block upper bounds,
+// base upper bound plus calibration_bytes.
+PlanProblem MakePlanProblem(const ModelSpec& model, const Prediction& prediction,
+                            int64_t budget_bytes, int64_t margin_bytes);
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_ESTIMATOR_H_

@@ -1,0 +1,61 @@
+// A bounded, thread-safe LRU cache of plans keyed by model, bucketed
+// features, budget and solver.
+#ifndef REMAT_PLANNER_PLAN_CACHE_H_
+#define REMAT_PLANNER_PLAN_CACHE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "planner/model.h"
+#include "planner/plan.h"
+
+namespace remat {
+
+// Rounds each feature up to a multiple of its granularity (> 0), so a plan
+// cached for a bucket is sized for the bucket's largest member.
+// Precondition: granularity.size() == features.size().
+std::vector<int64_t> BucketFeatures(const Features& features,
+                                    const std::vector<double>& granularity);
+
+struct PlanKey {
+  std::string model;
+  std::vector<int64_t> bucket;  // BucketFeatures' output
+  int64_t budget_bytes = 0;
+  std::string solver;
+  bool operator==(const PlanKey& other) const;
+};
+
+struct PlanCacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t evictions = 0;
+  uint64_t invalidations = 0;  // entries dropped by InvalidateModel
+  size_t size = 0;
+};
+
+// Thread-safe: every method may be called concurrently.
+class PlanCache {
+ public:
+  explicit PlanCache(size_t capacity);  // capacity >= 1
+  ~PlanCache();
+  PlanCache(const PlanCache&) = delete;
+  PlanCache& operator=(const PlanCache&) = delete;
+
+  // The cached plan, or nullptr (counted as a miss).
+  std::shared_ptr<const Plan> Lookup(const PlanKey& key);
+  // Inserts or replaces; evicts the least recently used beyond capacity.
+  void Insert(const PlanKey& key, std::shared_ptr<const Plan> plan);
+  // Drops every plan of `model` (its estimator was refit).
+  void InvalidateModel(const std::string& model);
+  PlanCacheStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_PLAN_CACHE_H_

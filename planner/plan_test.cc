@@ -1,0 +1,61 @@
+#include "planner/plan.h"
+
+#include <catch2/catch.hpp>
+
+namespace remat {
+namespace {
+
+PlanProblem Problem() {
+  PlanProblem p;
+  p.base_bytes = 1000;
+  p.budget_bytes = 2000;
+  p.blocks = {{"a", 300, 50, 7}, {"b", 500, 100, 11}, {"c", 200, 40, 3}};
+  return p;
+}
+
+TEST_CASE("keeping everything retains every block's activations") {
+  const PlanProblem p = Problem();
+  const std::vector<Action> keep(3, Action::kKeep);
+  CHECK(PredictedPeakBytes(p, keep) == 1000 + 300 + 500 + 200);
+  CHECK(RecomputeNs(p, keep) == 0);
+}
+
+TEST_CASE("recompute keeps inputs plus the largest rematerialised block") {
+  const PlanProblem p = Problem();
+  const std::vector<Action> actions = {Action::kRecompute, Action::kRecompute,
+                                       Action::kKeep};
+  // retained: 50 + 100 + 200; max term: max(300-50, 500-100) = 400.
+  CHECK(PredictedPeakBytes(p, actions) == 1000 + 350 + 400);
+  CHECK(RecomputeNs(p, actions) == 18);
+}
+
+TEST_CASE("offload holds nothing but the block prefetched back") {
+  const PlanProblem p = Problem();
+  const std::vector<Action> actions = {Action::kKeep, Action::kOffload,
+                                       Action::kKeep};
+  CHECK(PredictedPeakBytes(p, actions) == 1000 + 300 + 200 + 500);
+}
+
+TEST_CASE("ScorePlan fills peak, time and feasibility against the margin") {
+  PlanProblem p = Problem();
+  Plan plan;
+  plan.actions = {Action::kRecompute, Action::kRecompute, Action::kKeep};
+  ScorePlan(p, &plan);
+  CHECK(plan.feasible);  // 1750 <= 2000
+  p.margin_bytes = 300;  // limit 1700
+  ScorePlan(p, &plan);
+  CHECK_FALSE(plan.feasible);
+}
+
+TEST_CASE("action names round-trip") {
+  for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload}) {
+    Action parsed;
+    REQUIRE(ParseAction(ActionName(a), &parsed));
+    CHECK(parsed == a);
+  }
+  Action parsed;
+  CHECK_FALSE(ParseAction("keep", &parsed));
+}
+
+}  // namespace
+}  // namespace remat
