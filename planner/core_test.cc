@@ -147,7 +147,9 @@ TEST_CASE("a measured peak above the prediction makes later plans safer") {
   const ModelSpec spec = Spec();
   REQUIRE(core.RegisterModel(spec).ok());
   REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
-  const int64_t budget = KeepAllPeak(spec, 4, 304) * 8 / 10;
+  // Needs two of the three checkpointable blocks recomputed; 4 MiB more
+  // measured than predicted needs the third.
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 85 / 100;
   auto first = core.GetPlan({"enc", {4, 300}, budget});
   REQUIRE(first.ok());
   REQUIRE(first->plan->feasible);
@@ -159,9 +161,8 @@ TEST_CASE("a measured peak above the prediction makes later plans safer") {
   auto second = core.GetPlan({"enc", {4, 300}, budget});
   REQUIRE(second.ok());
   CHECK_FALSE(second->from_cache);
-  CHECK(second->plan->predicted_peak_bytes >
-        first->plan->predicted_peak_bytes - first->plan->recompute_ns);
-  CHECK(second->plan->recompute_ns >= first->plan->recompute_ns);
+  CHECK(second->plan->feasible);
+  CHECK(second->plan->recompute_ns > first->plan->recompute_ns);
 
   auto state = core.GetModelState("enc");
   REQUIRE(state.ok());
