@@ -16,8 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -410,13 +408,6 @@ class FittedEstimator final : public Estimator {
       terms = internal::SelectTerms(x, sel_y, sel_w,
                                     static_cast<int>(x.cols()),
                                     /*non_negative=*/true);
-      if (getenv("REMAT_DEBUG")) {
-        fprintf(stderr, "n=%d x:", (int)n);
-        for (int i = 0; i < n; ++i) fprintf(stderr, " (%g,%g)", x(i,1), x(i,2));
-        fprintf(stderr, " terms:");
-        for (int t : terms) fprintf(stderr, " %d", t);
-        fprintf(stderr, "\n");
-      }
     } else {
       for (Eigen::Index j = 0; j < x.cols(); ++j) {
         terms.push_back(static_cast<int>(j));

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
-#include <cstdio>
-#include <cstdlib>
 
 namespace remat {
 namespace internal {
@@ -141,7 +140,6 @@ std::vector<int> SelectTerms(const Eigen::MatrixXd& x,
       }
       if (static_cast<int>(trial.size()) > max_terms) continue;
       const double p = total_press(trial);
-      if (getenv("REMAT_DEBUG2")) { fprintf(stderr, "trial"); for (int t: trial) fprintf(stderr, " %d", t); fprintf(stderr, " press %g\n", p);}
       if (improves(p, best_press)) {
         best_press = p;
         chosen = trial;
@@ -163,8 +161,7 @@ std::vector<int> SelectTerms(const Eigen::MatrixXd& x,
         std::vector<int> trial = chosen;
         trial.push_back(c);
         const double p = total_press(trial);
-        if (getenv("REMAT_DEBUG2")) { fprintf(stderr, "trial"); for (int t: trial) fprintf(stderr, " %d", t); fprintf(stderr, " press %g\n", p);}
-        if (improves(p, press)) {
+          if (improves(p, press)) {
           press = p;
           best_term = c;
         }
