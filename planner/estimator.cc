@@ -50,6 +50,9 @@ constexpr int64_t kMaxMeasuredPeakBytes = int64_t{1} << 60;
 // More unknowns than this per quantity is a misconfiguration (degree too
 // high for the number of features), not a model.
 constexpr size_t kMaxMonomials = 256;
+// The chance that a block's measured value exceeds its bound, per block
+// (a step's peak sums many blocks, so its bound misses far less often).
+constexpr double kBoundMissProbability = 0.02;
 // The smallest relative slack of an upper bound: one percent.
 constexpr double kMinRelativeSlack = 0.01;
 // Relative slack when the residuals give no evidence (one distinct sample).
@@ -58,6 +61,8 @@ constexpr double kNoEvidenceRelativeSlack = 0.5;
 // weighted and bounded as if they were this large: relative errors of
 // near-zero values say nothing.
 constexpr double kFloorFraction = 1e-3;
+// Term selection looks at this many rows (distinct feature vectors) at most.
+constexpr Eigen::Index kMaxSelectionRows = 48;
 // ReportPeak remembers this many shortfalls; calibration is their maximum.
 constexpr size_t kCalibrationWindow = 64;
 
@@ -400,12 +405,40 @@ class FittedEstimator final : public Estimator {
 
     std::vector<int> terms;
     if (kind_ == Kind::kRemat) {
+      // Selection costs a fit per candidate term set and quantity, so it
+      // looks at no more than kMaxSelectionRows rows, spread evenly from the
+      // smallest to the largest batch (by the product of the features); the
+      // coefficients are then fitted on every row.
+      std::vector<Eigen::Index> rows(static_cast<size_t>(n));
+      for (Eigen::Index i = 0; i < n; ++i) rows[i] = i;
+      if (n > kMaxSelectionRows) {
+        std::vector<double> size(static_cast<size_t>(n));
+        for (Eigen::Index i = 0; i < n; ++i) size[i] = x.row(i).sum();
+        std::stable_sort(rows.begin(), rows.end(),
+                         [&](Eigen::Index l, Eigen::Index r) {
+                           return size[l] < size[r];
+                         });
+        std::vector<Eigen::Index> spread;
+        for (Eigen::Index j = 0; j < kMaxSelectionRows; ++j) {
+          spread.push_back(rows[static_cast<size_t>(
+              j * (n - 1) / (kMaxSelectionRows - 1))]);
+        }
+        rows = std::move(spread);
+      }
+      const Eigen::Index ns = static_cast<Eigen::Index>(rows.size());
+      Eigen::MatrixXd sel_x(ns, x.cols());
+      for (Eigen::Index i = 0; i < ns; ++i) sel_x.row(i) = x.row(rows[i]);
       std::vector<Eigen::VectorXd> sel_y, sel_w;
       for (size_t k : fitted) {
-        sel_y.push_back(ys[k]);
-        sel_w.push_back(weights[k]);
+        Eigen::VectorXd yk(ns), wk(ns);
+        for (Eigen::Index i = 0; i < ns; ++i) {
+          yk(i) = ys[k](rows[i]);
+          wk(i) = weights[k](rows[i]);
+        }
+        sel_y.push_back(std::move(yk));
+        sel_w.push_back(std::move(wk));
       }
-      terms = internal::SelectTerms(x, sel_y, sel_w,
+      terms = internal::SelectTerms(sel_x, sel_y, sel_w,
                                     static_cast<int>(x.cols()),
                                     /*non_negative=*/true);
     } else {
@@ -431,26 +464,32 @@ class FittedEstimator final : public Estimator {
                            fit.coefficients.data() + fit.coefficients.size());
     // The bound scales the prediction, so each row's error is taken
     // relative to what the fit predicted for it without it.
-    double slack = 0;
+    std::vector<double> errors;
     double sum_sq = 0;
     double weight = 0;
-    int defined = 0;
     for (Eigen::Index i = 0; i < y.size(); ++i) {
       const double r = fit.loo_residuals(i);
       if (!std::isfinite(r)) continue;
-      ++defined;
       const double left_out = y(i) - r;
-      slack = std::max(slack, std::abs(r) / std::max(left_out, m->floor));
+      errors.push_back(std::abs(r) / std::max(left_out, m->floor));
       const double rel = r / std::max(y(i), m->floor);
       sum_sq += count(i) * rel * rel;
       weight += count(i);
     }
-    if (defined == 0) {
+    if (errors.empty()) {
       m->relative_slack = kNoEvidenceRelativeSlack;
-    } else {
-      m->relative_slack = std::max(slack, kMinRelativeSlack);
-      m->loo_rel_rmse = std::sqrt(sum_sq / weight);
+      return;
     }
+    // The ceil((1 - alpha)(n + 1))-th smallest of n leave-one-out errors
+    // bounds a new one with probability >= 1 - alpha (the jackknife form of
+    // conformal prediction); below 1/alpha - 1 rows that is the largest.
+    std::sort(errors.begin(), errors.end());
+    const double n = static_cast<double>(errors.size());
+    const size_t rank = static_cast<size_t>(
+        std::ceil((1 - kBoundMissProbability) * (n + 1)));
+    m->relative_slack = std::max(errors[std::min(rank, errors.size()) - 1],
+                                 kMinRelativeSlack);
+    m->loo_rel_rmse = std::sqrt(sum_sq / weight);
   }
 
   // Recomputes ranges, scales and every quantity's model from samples_.
