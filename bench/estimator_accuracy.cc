@@ -49,6 +49,7 @@ struct Config {
   int layers = 12;
   double noise = 0.03;
   std::string trace;
+  std::string write_trace;
 };
 
 // BERT-base dimensions.
@@ -186,13 +187,14 @@ int Evaluate(const std::string& kind, const ModelSpec& model,
     }
   }
   const double n = static_cast<double>(test.size());
+  const bool synthetic = source == "synthetic";
   nlohmann::json out = {
       {"bench", "estimator_accuracy"},
       {"estimator", kind},
       {"source", source},
-      {"seed", c.seed},
-      {"noise", source == "synthetic" ? nlohmann::json(c.noise)
-                                      : nlohmann::json(nullptr)},
+      // Generator settings; null for a recorded trace.
+      {"seed", synthetic ? nlohmann::json(c.seed) : nlohmann::json(nullptr)},
+      {"noise", synthetic ? nlohmann::json(c.noise) : nlohmann::json(nullptr)},
       {"blocks", model.blocks.size()},
       {"train_samples", train.size()},
       {"test_samples", test.size()},
@@ -230,6 +232,12 @@ int Run(const Config& c) {
   } else {
     model = SyntheticModel(c.layers);
     samples = Generate(c, c.train + c.test);
+    if (!c.write_trace.empty()) {
+      if (auto s = WriteTraceCsv(c.write_trace, {model, samples}); !s.ok()) {
+        std::cerr << s << "\n";
+        return 1;
+      }
+    }
   }
   const size_t k = static_cast<size_t>(c.train);
   const size_t end = std::min(samples.size(), k + static_cast<size_t>(c.test));
@@ -266,6 +274,10 @@ int main(int argc, char** argv) {
   app.add_option("--trace", c.trace,
                  "evaluate on a recorded trace CSV instead of synthetic data")
       ->check(CLI::ExistingFile);
+  app.add_option("--write-trace", c.write_trace,
+                 "also write the synthetic samples (train, then test) as a "
+                 "trace CSV")
+      ->excludes("--trace");
   CLI11_PARSE(app, argc, argv);
   return remat::Run(c);
 }
