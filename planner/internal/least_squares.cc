@@ -11,10 +11,11 @@ namespace {
 
 // Leverage this close to 1 means the row alone pins a direction of the fit.
 constexpr double kMaxLeverage = 1 - 1e-9;
-// A step must lower PRESS by this fraction to count as an improvement.
+// Term selection: a change must lower the error by this fraction to count
+// as an improvement...
 constexpr double kMinRelativeGain = 1e-6;
-// ... and by this fraction of the zero model's PRESS (rounding noise).
-constexpr double kMinAbsoluteGain = 1e-20;
+// ... and by this fraction of the zero model's error (rounding noise).
+constexpr double kMinAbsoluteGain = 1e-12;
 // Up to this many candidate terms, every subset is tried.
 constexpr int kMaxExhaustiveTerms = 8;
 
@@ -122,21 +123,26 @@ std::vector<int> SelectTerms(const Eigen::MatrixXd& x,
   max_terms = std::min({max_terms, m, n - 1});
   if (max_terms < 1 || ys.empty()) return {0};
 
-  auto total_press = [&](const std::vector<int>& terms) {
+  // The criterion: summed absolute weighted leave-one-out errors. Absolute
+  // rather than squared (PRESS) so that one isolated row (the only tiny
+  // batch) cannot decide the terms for every other row.
+  auto loo_error = [&](const std::vector<int>& terms) {
     double sum = 0;
     for (size_t k = 0; k < ys.size(); ++k) {
-      sum += FitColumns(x, ys[k], ws[k], terms, non_negative).press;
+      const LinearFit fit = FitColumns(x, ys[k], ws[k], terms, non_negative);
+      if (!std::isfinite(fit.press)) return fit.press;  // cannot be assessed
+      sum += fit.loo_residuals.cwiseProduct(ws[k]).cwiseAbs().sum();
     }
     return sum;
   };
-  const double zero_press = total_press({});
-  const double min_gain = kMinAbsoluteGain * zero_press;
+  const double zero_error = loo_error({});
+  const double min_gain = kMinAbsoluteGain * zero_error;
   auto improves = [&](double candidate, double best) {
     return candidate < best * (1 - kMinRelativeGain) - min_gain;
   };
 
   std::vector<int> chosen;
-  double best_press = zero_press;
+  double best_error = zero_error;
   if (m <= kMaxExhaustiveTerms) {
     // Few candidates: try every term set. Stepwise paths can miss the best
     // set when a pair of terms only helps together.
@@ -146,55 +152,55 @@ std::vector<int> SelectTerms(const Eigen::MatrixXd& x,
         if (mask & (1u << c)) trial.push_back(c);
       }
       if (static_cast<int>(trial.size()) > max_terms) continue;
-      const double p = total_press(trial);
-      if (improves(p, best_press)) {
-        best_press = p;
+      const double p = loo_error(trial);
+      if (improves(p, best_error)) {
+        best_error = p;
         chosen = trial;
       }
     }
     if (chosen.empty()) return {0};
     return chosen;
   }
-  // Every change strictly lowers PRESS, so this terminates; the bound is a
+  // Every change strictly lowers the error, so this terminates; the bound is a
   // guard.
   for (int pass = 0; pass < 4 * m + 4; ++pass) {
     bool changed = false;
     // Forward: the single best term to add.
     if (static_cast<int>(chosen.size()) < max_terms) {
       int best_term = -1;
-      double press = best_press;
+      double error = best_error;
       for (int c = 0; c < m; ++c) {
         if (Contains(chosen, c)) continue;
         std::vector<int> trial = chosen;
         trial.push_back(c);
-        const double p = total_press(trial);
-          if (improves(p, press)) {
-          press = p;
+        const double p = loo_error(trial);
+        if (improves(p, error)) {
+          error = p;
           best_term = c;
         }
       }
       if (best_term >= 0) {
         chosen.push_back(best_term);
-        best_press = press;
+        best_error = error;
         changed = true;
       }
     }
     // Backward: drop terms a later addition made redundant.
     while (chosen.size() > 1) {
       int worst = -1;
-      double press = best_press;
+      double error = best_error;
       for (size_t i = 0; i < chosen.size(); ++i) {
         std::vector<int> trial = chosen;
         trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(i));
-        const double p = total_press(trial);
-        if (improves(p, press)) {
-          press = p;
+        const double p = loo_error(trial);
+        if (improves(p, error)) {
+          error = p;
           worst = static_cast<int>(i);
         }
       }
       if (worst < 0) break;
       chosen.erase(chosen.begin() + worst);
-      best_press = press;
+      best_error = error;
       changed = true;
     }
     if (!changed) break;

@@ -41,12 +41,14 @@ LinearFit FitColumns(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                      bool non_negative = false);
 
 // Chooses one set of terms for several quantities at once (e.g. the
-// retained bytes of every block of a model): the set with the least summed
-// PRESS (leave-one-out error). With at most 8 candidate terms every subset is
-// tried; beyond that, stepwise: starting from no term, repeatedly add the
-// term that lowers the sum most, then drop any term whose removal lowers it,
-// until nothing improves it by more than a relative 1e-6. At most max_terms
-// terms, and fewer than rows so every chosen fit can be assessed.
+// retained bytes of every block of a model): the set with the least sum of
+// absolute weighted leave-one-out errors over all rows and quantities
+// (absolute, not squared like PRESS, so one isolated row cannot decide).
+// With at most 8 candidate terms every subset is tried; beyond that,
+// stepwise: starting from no term, repeatedly add the term that lowers the
+// sum most, then drop any term whose removal lowers it, until nothing
+// improves it by more than a relative 1e-6. At most max_terms terms, and
+// fewer than rows so every chosen fit can be assessed.
 //
 // Why select: physical laws such as a*b*s^2 + c*b*s + d are sparse in the
 // monomial basis, and fitting every term to a handful of noisy rows
