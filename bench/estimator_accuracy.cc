@@ -22,17 +22,16 @@
 // Output: one JSON line per estimator. Errors are over every held-out
 // sample, trusted or not; untrusted_rate says how many the estimator flagged.
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "planner/estimator.h"
 #include "planner/model.h"
@@ -153,8 +152,8 @@ double Quantile(std::vector<double> v, double q) {
 int Evaluate(const std::string& kind, const ModelSpec& model,
              const std::vector<Sample>& train, const std::vector<Sample>& test,
              const Config& c, const std::string& source) {
-  auto made = kind == "remat" ? NewRematEstimator(model)
-                              : NewMimoseEstimator(model);
+  auto made =
+      kind == "remat" ? NewRematEstimator(model) : NewMimoseEstimator(model);
   if (!made.ok()) {
     std::cerr << kind << ": " << made.status() << "\n";
     return 1;
@@ -224,9 +223,8 @@ int Run(const Config& c) {
     samples = std::move(trace->samples);
     source = c.trace;
     if (samples.size() < static_cast<size_t>(c.train) + 1) {
-      std::cerr << c.trace << ": " << samples.size()
-                << " samples; --train " << c.train
-                << " needs at least one more to evaluate\n";
+      std::cerr << c.trace << ": " << samples.size() << " samples; --train "
+                << c.train << " needs at least one more to evaluate\n";
       return 1;
     }
   } else {

@@ -13,22 +13,22 @@
 //   mimose: 1, x, ..., x^degree of x = product of all features, every term,
 //           ordinary least squares (numpy.polyfit), upper bound = value.
 
+#include "planner/estimator.h"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <eigen3/Eigen/Dense>
 #include <limits>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <eigen3/Eigen/Dense>
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "planner/estimator.h"
 #include "planner/internal/least_squares.h"
 #include "planner/internal/monomials.h"
 
@@ -196,10 +196,11 @@ class FittedEstimator final : public Estimator {
   absl::Status ReportPeak(const Features& features,
                           const std::vector<Action>& actions,
                           int64_t measured_peak_bytes) override {
-    if (measured_peak_bytes < 0 || measured_peak_bytes > kMaxMeasuredPeakBytes) {
-      return Invalid("measured_peak_bytes",
-                     absl::StrCat(measured_peak_bytes,
-                                  " is outside [0, 2^60]"));
+    if (measured_peak_bytes < 0 ||
+        measured_peak_bytes > kMaxMeasuredPeakBytes) {
+      return Invalid(
+          "measured_peak_bytes",
+          absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
     }
     absl::StatusOr<Estimate> peak = UncalibratedPeak(features, actions);
     if (!peak.ok()) return peak.status();
@@ -238,7 +239,8 @@ class FittedEstimator final : public Estimator {
     std::vector<FeatureRange> out;
     if (samples_.empty()) return out;
     for (size_t i = 0; i < model_.feature_names.size(); ++i) {
-      out.push_back({model_.feature_names[i], feature_min_[i], feature_max_[i]});
+      out.push_back(
+          {model_.feature_names[i], feature_min_[i], feature_max_[i]});
     }
     return out;
   }
@@ -313,7 +315,8 @@ class FittedEstimator final : public Estimator {
     return out;
   }
 
-  Estimate Evaluate(const QuantityModel& m, const Eigen::VectorXd& basis) const {
+  Estimate Evaluate(const QuantityModel& m,
+                    const Eigen::VectorXd& basis) const {
     double v = 0;
     for (size_t j = 0; j < m.terms.size(); ++j) {
       v += m.coefficients[j] * basis(m.terms[j]);
@@ -336,8 +339,8 @@ class FittedEstimator final : public Estimator {
     if (actions.size() != model_.blocks.size()) {
       return Invalid("actions",
                      absl::StrCat("has ", actions.size(), " entries; model \"",
-                                  model_.name, "\" has ",
-                                  model_.blocks.size(), " blocks"));
+                                  model_.name, "\" has ", model_.blocks.size(),
+                                  " blocks"));
     }
     for (size_t i = 0; i < actions.size(); ++i) {
       if (actions[i] != Action::kKeep && actions[i] != Action::kRecompute &&
@@ -353,16 +356,14 @@ class FittedEstimator final : public Estimator {
     upper.base_bytes = CeilBytes(p->base_bytes.upper);
     for (size_t b = 0; b < model_.blocks.size(); ++b) {
       const BlockEstimate& e = p->blocks[b];
-      point.blocks.push_back({model_.blocks[b].name,
-                              RoundBytes(e.act_bytes.value),
-                              RoundBytes(e.input_bytes.value),
-                              RoundBytes(e.forward_ns.value),
-                              model_.blocks[b].checkpointable});
-      upper.blocks.push_back({model_.blocks[b].name,
-                              CeilBytes(e.act_bytes.upper),
-                              CeilBytes(e.input_bytes.upper),
-                              CeilBytes(e.forward_ns.upper),
-                              model_.blocks[b].checkpointable});
+      point.blocks.push_back(
+          {model_.blocks[b].name, RoundBytes(e.act_bytes.value),
+           RoundBytes(e.input_bytes.value), RoundBytes(e.forward_ns.value),
+           model_.blocks[b].checkpointable});
+      upper.blocks.push_back(
+          {model_.blocks[b].name, CeilBytes(e.act_bytes.upper),
+           CeilBytes(e.input_bytes.upper), CeilBytes(e.forward_ns.upper),
+           model_.blocks[b].checkpointable});
     }
     Estimate out;
     out.value = static_cast<double>(PredictedPeakBytes(point, actions));
@@ -414,14 +415,13 @@ class FittedEstimator final : public Estimator {
       if (n > kMaxSelectionRows) {
         std::vector<double> size(static_cast<size_t>(n));
         for (Eigen::Index i = 0; i < n; ++i) size[i] = x.row(i).sum();
-        std::stable_sort(rows.begin(), rows.end(),
-                         [&](Eigen::Index l, Eigen::Index r) {
-                           return size[l] < size[r];
-                         });
+        std::stable_sort(
+            rows.begin(), rows.end(),
+            [&](Eigen::Index l, Eigen::Index r) { return size[l] < size[r]; });
         std::vector<Eigen::Index> spread;
         for (Eigen::Index j = 0; j < kMaxSelectionRows; ++j) {
-          spread.push_back(rows[static_cast<size_t>(
-              j * (n - 1) / (kMaxSelectionRows - 1))]);
+          spread.push_back(
+              rows[static_cast<size_t>(j * (n - 1) / (kMaxSelectionRows - 1))]);
         }
         rows = std::move(spread);
       }
@@ -438,18 +438,18 @@ class FittedEstimator final : public Estimator {
         sel_y.push_back(std::move(yk));
         sel_w.push_back(std::move(wk));
       }
-      terms = internal::SelectTerms(sel_x, sel_y, sel_w,
-                                    static_cast<int>(x.cols()),
-                                    /*non_negative=*/true);
+      terms =
+          internal::SelectTerms(sel_x, sel_y, sel_w, static_cast<int>(x.cols()),
+                                /*non_negative=*/true);
     } else {
       for (Eigen::Index j = 0; j < x.cols(); ++j) {
         terms.push_back(static_cast<int>(j));
       }
     }
     for (size_t k : fitted) {
-      const internal::LinearFit fit = internal::FitColumns(
-          x, ys[k], weights[k], terms,
-          /*non_negative=*/kind_ == Kind::kRemat);
+      const internal::LinearFit fit =
+          internal::FitColumns(x, ys[k], weights[k], terms,
+                               /*non_negative=*/kind_ == Kind::kRemat);
       FinishModel(ys[k], count, fit, &out[k]);
     }
     return out;
@@ -457,7 +457,8 @@ class FittedEstimator final : public Estimator {
 
   // Stores the fit and derives the bound and the fit quality from its
   // leave-one-out residuals.
-  static void FinishModel(const Eigen::VectorXd& y, const Eigen::VectorXd& count,
+  static void FinishModel(const Eigen::VectorXd& y,
+                          const Eigen::VectorXd& count,
                           const internal::LinearFit& fit, QuantityModel* m) {
     m->terms = fit.columns;
     m->coefficients.assign(fit.coefficients.data(),
@@ -485,10 +486,10 @@ class FittedEstimator final : public Estimator {
     // conformal prediction); below 1/alpha - 1 rows that is the largest.
     std::sort(errors.begin(), errors.end());
     const double n = static_cast<double>(errors.size());
-    const size_t rank = static_cast<size_t>(
-        std::ceil((1 - kBoundMissProbability) * (n + 1)));
-    m->relative_slack = std::max(errors[std::min(rank, errors.size()) - 1],
-                                 kMinRelativeSlack);
+    const size_t rank =
+        static_cast<size_t>(std::ceil((1 - kBoundMissProbability) * (n + 1)));
+    m->relative_slack =
+        std::max(errors[std::min(rank, errors.size()) - 1], kMinRelativeSlack);
     m->loo_rel_rmse = std::sqrt(sum_sq / weight);
   }
 
@@ -568,7 +569,8 @@ class FittedEstimator final : public Estimator {
                          .cwiseQuotient(count));
       }
       std::vector<QuantityModel> fitted = FitGroup(x, ys, count);
-      for (size_t b = 0; b < nb; ++b) block_models_[b][q] = std::move(fitted[b]);
+      for (size_t b = 0; b < nb; ++b)
+        block_models_[b][q] = std::move(fitted[b]);
     }
     // The base, over the rows whose samples reported it.
     std::vector<Eigen::Index> rows;
@@ -623,9 +625,9 @@ absl::Status ValidateOptions(Kind kind, const ModelSpec& model,
                                 " must be >= 0 (0: the number of unknowns)"));
   }
   if (kind == Kind::kRemat) {
-    const size_t terms = internal::CountMonomials(
-        static_cast<int>(model.feature_names.size()), options.degree,
-        kMaxMonomials);
+    const size_t terms =
+        internal::CountMonomials(static_cast<int>(model.feature_names.size()),
+                                 options.degree, kMaxMonomials);
     if (terms > kMaxMonomials) {
       return Invalid(
           "options.degree",
@@ -687,18 +689,20 @@ absl::StatusOr<std::unique_ptr<Estimator>> Deserialize(const Json& root) {
   auto format_name = GetString(**format, "format");
   if (!format_name.ok()) return format_name.status();
   if (*format_name != kFormat) {
-    return Invalid("estimator text field \"format\"",
-                   absl::StrCat("is \"", *format_name, "\", expected \"",
-                                kFormat, "\""));
+    return Invalid(
+        "estimator text field \"format\"",
+        absl::StrCat("is \"", *format_name, "\", expected \"", kFormat, "\""));
   }
   auto version_field = Field(root, "version", "version");
   if (!version_field.ok()) return version_field.status();
   auto version = GetInt(**version_field, "version");
   if (!version.ok()) return version.status();
   if (*version != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "estimator text version ", *version, " is not supported (this build "
-        "reads version ", kFormatVersion, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("estimator text version ", *version,
+                     " is not supported (this build "
+                     "reads version ",
+                     kFormatVersion, ")"));
   }
 
   auto kind_field = Field(root, "kind", "kind");
@@ -711,9 +715,9 @@ absl::StatusOr<std::unique_ptr<Estimator>> Deserialize(const Json& root) {
   } else if (*kind_name == "mimose") {
     kind = Kind::kMimose;
   } else {
-    return Invalid("estimator text field \"kind\"",
-                   absl::StrCat("\"", *kind_name,
-                                "\" is not \"remat\" or \"mimose\""));
+    return Invalid(
+        "estimator text field \"kind\"",
+        absl::StrCat("\"", *kind_name, "\" is not \"remat\" or \"mimose\""));
   }
 
   // model
@@ -802,10 +806,11 @@ absl::StatusOr<std::unique_ptr<Estimator>> Deserialize(const Json& root) {
     Sample sample;
     auto features = Field(js, "features", path + ".features");
     if (!features.ok()) return features.status();
-    if (!(*features)->is_array()) return Missing(path + ".features", "an array");
+    if (!(*features)->is_array())
+      return Missing(path + ".features", "an array");
     for (size_t f = 0; f < (*features)->size(); ++f) {
-      auto v = GetDouble((**features)[f],
-                         absl::StrCat(path, ".features[", f, "]"));
+      auto v =
+          GetDouble((**features)[f], absl::StrCat(path, ".features[", f, "]"));
       if (!v.ok()) return v.status();
       sample.features.push_back(*v);
     }
@@ -816,8 +821,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> Deserialize(const Json& root) {
       const std::string bpath = absl::StrCat(path, ".blocks[", b, "]");
       const Json& jb = (**blocks)[b];
       if (!jb.is_array() || jb.size() != 3) {
-        return Missing(bpath,
-                       "an array [act_bytes, input_bytes, forward_ns]");
+        return Missing(bpath, "an array [act_bytes, input_bytes, forward_ns]");
       }
       BlockMeasurement m;
       auto a = GetInt(jb[0], bpath + "[0] (act_bytes)");
@@ -909,8 +913,9 @@ absl::StatusOr<std::unique_ptr<Estimator>> DeserializeEstimator(
   }
 }
 
-PlanProblem MakePlanProblem(const ModelSpec& model, const Prediction& prediction,
-                            int64_t budget_bytes, int64_t margin_bytes) {
+PlanProblem MakePlanProblem(const ModelSpec& model,
+                            const Prediction& prediction, int64_t budget_bytes,
+                            int64_t margin_bytes) {
   PlanProblem problem;
   problem.budget_bytes = budget_bytes;
   problem.margin_bytes = margin_bytes;

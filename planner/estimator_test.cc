@@ -1,12 +1,11 @@
 #include "planner/estimator.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "planner/internal/monomials.h"
 #include "planner/model.h"
@@ -87,9 +86,8 @@ bool Contains(const std::string& text, const std::string& part) {
 
 TEST_CASE("the monomial basis at degree 2 covers b*s^2 but not cubes") {
   const auto e = internal::MonomialExponents(2, 2, 256);
-  const std::vector<std::vector<int>> want = {{0, 0}, {1, 0}, {0, 1},
-                                              {2, 0}, {1, 1}, {0, 2},
-                                              {2, 1}, {1, 2}};
+  const std::vector<std::vector<int>> want = {{0, 0}, {1, 0}, {0, 1}, {2, 0},
+                                              {1, 1}, {0, 2}, {2, 1}, {1, 2}};
   CHECK(e == want);
   CHECK(internal::MonomialExponents(1, 2, 256).size() == 3);  // 1, x, x^2
   CHECK(internal::MonomialExponents(2, 1, 256).size() == 4);  // 1,b,s,bs
@@ -257,8 +255,8 @@ TEST_CASE("the peak follows the memory model on values and bounds") {
   REQUIRE(peak.ok());
   const Truth t = Law(8, 256);
   // base + x_0 + a_1 + a_2 + (a_0 - x_0)
-  const double want = t.base + t.input[0] + t.act[1] + t.act[2] +
-                      (t.act[0] - t.input[0]);
+  const double want =
+      t.base + t.input[0] + t.act[1] + t.act[2] + (t.act[0] - t.input[0]);
   CHECK(RelErr(peak->value, want) < 1e-6);
   CHECK(peak->upper >= peak->value);
   PlanProblem upper = MakePlanProblem(est->model(), *p, 0, 0);
@@ -272,9 +270,9 @@ TEST_CASE("a measured peak above the prediction raises the next one") {
   auto before = est->PredictPeakBytes(f, keep);
   REQUIRE(before.ok());
   const int64_t shortfall = 50 << 20;
-  REQUIRE(est->ReportPeak(f, keep,
-                          static_cast<int64_t>(before->value) + shortfall)
-              .ok());
+  REQUIRE(
+      est->ReportPeak(f, keep, static_cast<int64_t>(before->value) + shortfall)
+          .ok());
   auto after = est->PredictPeakBytes(f, keep);
   REQUIRE(after.ok());
   CHECK(after->value >= before->value + shortfall);
@@ -386,28 +384,30 @@ TEST_CASE("malformed estimator text is rejected by field") {
   };
   CHECK(error("{not json").code() == absl::StatusCode::kInvalidArgument);
   CHECK(error("[1,2]").code() == absl::StatusCode::kInvalidArgument);
-  const absl::Status version = error(replaced("\"version\":1", "\"version\":2"));
+  const absl::Status version =
+      error(replaced("\"version\":1", "\"version\":2"));
   CHECK(version.code() == absl::StatusCode::kFailedPrecondition);
   const absl::Status format =
       error(replaced("remat.estimator", "something.else"));
   CHECK(format.code() == absl::StatusCode::kInvalidArgument);
   CHECK(Contains(std::string(format.message()), "format"));
-  CHECK(Contains(std::string(error(replaced("\"kind\":\"remat\"",
-                                            "\"kind\":\"magic\""))
-                                 .message()),
-                 "kind"));
-  CHECK(Contains(std::string(error(replaced("\"samples\":", "\"sample\":"))
-                                 .message()),
-                 "samples"));
   CHECK(Contains(
-      std::string(error(replaced("\"blocks\":[[", "\"blocks\":[[\"x\",")).message()),
+      std::string(error(replaced("\"kind\":\"remat\"", "\"kind\":\"magic\""))
+                      .message()),
+      "kind"));
+  CHECK(Contains(
+      std::string(error(replaced("\"samples\":", "\"sample\":")).message()),
+      "samples"));
+  CHECK(Contains(
+      std::string(
+          error(replaced("\"blocks\":[[", "\"blocks\":[[\"x\",")).message()),
       "samples[0].blocks[0]"));
   CHECK(Contains(
       std::string(error(replaced("\"blocks\":[[", "\"blocks\":[[-")).message()),
       "samples[0].blocks[0].act_bytes"));
-  CHECK(Contains(std::string(error(replaced("\"degree\":2", "\"degree\":0"))
-                                 .message()),
-                 "options.degree"));
+  CHECK(Contains(
+      std::string(error(replaced("\"degree\":2", "\"degree\":0")).message()),
+      "options.degree"));
   CHECK(Contains(std::string(error(replaced("\"calibration_bytes\":0",
                                             "\"calibration_bytes\":-5"))
                                  .message()),
@@ -497,7 +497,8 @@ TEST_CASE("bad models and options are rejected by field") {
   // Too many unknowns for the feature count.
   m = Model();
   m.feature_names.clear();
-  for (int i = 0; i < 12; ++i) m.feature_names.push_back("f" + std::to_string(i));
+  for (int i = 0; i < 12; ++i)
+    m.feature_names.push_back("f" + std::to_string(i));
   o = EstimatorOptions();
   o.degree = 3;
   CHECK(Contains(message(NewRematEstimator(m, o)), "monomials"));

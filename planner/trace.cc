@@ -72,7 +72,8 @@ std::string Row(const Sample& s) {
     if (i > 0) out += ',';
     out += FormatDouble(s.features[i]);
   }
-  for (const BlockMeasurement& b : s.blocks) absl::StrAppend(&out, ",", b.act_bytes);
+  for (const BlockMeasurement& b : s.blocks)
+    absl::StrAppend(&out, ",", b.act_bytes);
   for (const BlockMeasurement& b : s.blocks) {
     absl::StrAppend(&out, ",", b.input_bytes);
   }
@@ -143,11 +144,12 @@ bool ParseDouble(const std::string& cell, double* out) {
 absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat(
-        path, ": cannot open trace (", std::strerror(errno), ")"));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open trace (", std::strerror(errno), ")"));
   }
   auto error = [&path](size_t line, const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", line, ": ", what));
   };
 
   Trace trace;
@@ -204,10 +206,10 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
           col.kind = input ? ColumnKind::kInput : ColumnKind::kForward;
           col.index = block_of(input ? kInputPrefix : kForwardPrefix);
           if (col.index < 0) {
-            return error(line_no,
-                         absl::StrCat(where, "no act_bytes column for this "
-                                             "block; add act_bytes.",
-                                      c.substr(c.find('.') + 1)));
+            return error(line_no, absl::StrCat(where,
+                                               "no act_bytes column for this "
+                                               "block; add act_bytes.",
+                                               c.substr(c.find('.') + 1)));
           }
         } else if (c == kBase) {
           col.kind = ColumnKind::kBase;
@@ -224,17 +226,18 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
         columns.push_back(col);
       }
       if (absl::Status s = ValidateModelSpec(trace.model); !s.ok()) {
-        return error(line_no, absl::StrCat("header: ", s.message(),
-                                           " (features come from feature.* "
-                                           "columns, blocks from act_bytes.*)"));
+        return error(line_no,
+                     absl::StrCat("header: ", s.message(),
+                                  " (features come from feature.* "
+                                  "columns, blocks from act_bytes.*)"));
       }
       continue;
     }
 
     if (cells.size() != columns.size()) {
-      return error(line_no, absl::StrCat("has ", cells.size(),
-                                         " cells; the header has ",
-                                         columns.size(), " columns"));
+      return error(line_no,
+                   absl::StrCat("has ", cells.size(), " cells; the header has ",
+                                columns.size(), " columns"));
     }
     Sample sample;
     sample.features.assign(trace.model.feature_names.size(), 0);
@@ -243,9 +246,9 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
       const std::string& cell = cells[i];
       const Column& col = columns[i];
       auto bad = [&](const char* expected) {
-        return error(line_no, absl::StrCat("column ", i + 1, " (", names[i],
-                                           "): \"", cell, "\" is not ",
-                                           expected));
+        return error(line_no,
+                     absl::StrCat("column ", i + 1, " (", names[i], "): \"",
+                                  cell, "\" is not ", expected));
       };
       if (col.kind == ColumnKind::kFeature) {
         double v;
@@ -320,8 +323,8 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(
   if (absl::Status s = CheckModel(model); !s.ok()) return s;
   std::FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        path, ": cannot create trace (", std::strerror(errno), ")"));
+    return absl::UnavailableError(absl::StrCat(path, ": cannot create trace (",
+                                               std::strerror(errno), ")"));
   }
   std::unique_ptr<TraceWriter> writer(new TraceWriter(path, model, file));
   const std::string header = Header(model);
@@ -342,9 +345,9 @@ absl::Status TraceWriter::Append(const Sample& sample) {
   }
   const std::string row = Row(sample);
   if (std::fwrite(row.data(), 1, row.size(), file_) != row.size()) {
-    return absl::DataLossError(absl::StrCat(
-        path_, ": writing row ", rows_ + 1, " failed (", std::strerror(errno),
-        ")"));
+    return absl::DataLossError(absl::StrCat(path_, ": writing row ", rows_ + 1,
+                                            " failed (", std::strerror(errno),
+                                            ")"));
   }
   ++rows_;
   return absl::OkStatus();
@@ -356,8 +359,8 @@ absl::Status TraceWriter::Flush() {
         absl::StrCat(path_, ": trace writer is closed"));
   }
   if (std::fflush(file_) != 0) {
-    return absl::DataLossError(absl::StrCat(path_, ": flush failed (",
-                                            std::strerror(errno), ")"));
+    return absl::DataLossError(
+        absl::StrCat(path_, ": flush failed (", std::strerror(errno), ")"));
   }
   return absl::OkStatus();
 }
@@ -370,8 +373,8 @@ absl::Status TraceWriter::Close() {
   std::FILE* file = file_;
   file_ = nullptr;
   if (std::fclose(file) != 0) {
-    return absl::DataLossError(absl::StrCat(path_, ": close failed (",
-                                            std::strerror(errno), ")"));
+    return absl::DataLossError(
+        absl::StrCat(path_, ": close failed (", std::strerror(errno), ")"));
   }
   return absl::OkStatus();
 }

@@ -1,11 +1,10 @@
 #include "planner/trace.h"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "planner/model.h"
 
@@ -130,8 +129,8 @@ TEST_CASE("malformed traces name the line and the column") {
   m = error("feature.seq,act_bytes.l0,weird\n");
   CHECK(Contains(m, "bad.csv:1:"));
   CHECK(Contains(m, "column 3 (weird)"));
-  CHECK(Contains(error("feature.seq,act_bytes.l0,act_bytes.l0\n"),
-                 "duplicate"));
+  CHECK(
+      Contains(error("feature.seq,act_bytes.l0,act_bytes.l0\n"), "duplicate"));
   CHECK(Contains(error("feature.seq,act_bytes.l0,input_bytes.l9\n"),
                  "act_bytes.l9"));
   CHECK(Contains(error("act_bytes.l0\n1\n"), "feature"));
@@ -186,8 +185,9 @@ TEST_CASE("writers reject what the format cannot hold, before writing") {
   CHECK(ReadTraceCsv(path).status().code() == absl::StatusCode::kNotFound);
   t = Example();
   t.model.feature_names.clear();
-  CHECK(Contains(std::string(TraceWriter::Open(path, t.model).status().message()),
-                 "model.feature_names"));
+  CHECK(
+      Contains(std::string(TraceWriter::Open(path, t.model).status().message()),
+               "model.feature_names"));
   CHECK(TraceWriter::Open("/nonexistent-dir/x.csv", Example().model)
             .status()
             .code() == absl::StatusCode::kUnavailable);

@@ -88,12 +88,11 @@ static LinearFit FitUnconstrained(const Eigen::MatrixXd& x,
   // pivot columns), in O(n r^2) rather than forming Q (O(n^2 r)).
   const Eigen::Index rank = qr.rank();
   const Eigen::MatrixXd pivoted = a * qr.colsPermutation();
-  const Eigen::MatrixXd q1t =
-      qr.matrixR()
-          .topLeftCorner(rank, rank)
-          .transpose()
-          .template triangularView<Eigen::Lower>()
-          .solve(pivoted.leftCols(rank).transpose());
+  const Eigen::MatrixXd q1t = qr.matrixR()
+                                  .topLeftCorner(rank, rank)
+                                  .transpose()
+                                  .template triangularView<Eigen::Lower>()
+                                  .solve(pivoted.leftCols(rank).transpose());
   const Eigen::VectorXd residual = wy - a * beta;
   fit.loo_residuals.resize(n);
   fit.press = 0;

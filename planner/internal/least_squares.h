@@ -5,9 +5,8 @@
 #ifndef REMAT_PLANNER_INTERNAL_LEAST_SQUARES_H_
 #define REMAT_PLANNER_INTERNAL_LEAST_SQUARES_H_
 
-#include <vector>
-
 #include <eigen3/Eigen/Dense>
+#include <vector>
 
 namespace remat {
 namespace internal {
@@ -15,8 +14,8 @@ namespace internal {
 // y ~ X[:, columns] * coefficients, fitted by minimising
 // sum_i (w_i * (y_i - x_i . coefficients))^2.
 struct LinearFit {
-  std::vector<int> columns;            // the terms used (indices into X)
-  Eigen::VectorXd coefficients;        // one per entry of `columns`
+  std::vector<int> columns;      // the terms used (indices into X)
+  Eigen::VectorXd coefficients;  // one per entry of `columns`
   // Per row: y_i minus the prediction for row i of the fit without row i
   // (the PRESS residual), in y's units. NaN where row i alone determines a
   // direction of the fit (leverage 1), so its left-out prediction is

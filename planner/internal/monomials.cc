@@ -7,8 +7,7 @@ namespace {
 // Appends every exponent vector with the given total, features from `i` on,
 // each exponent <= max_exponent; stops once out->size() > max_count.
 void Enumerate(int i, int remaining, int max_exponent, size_t max_count,
-               std::vector<int>* current,
-               std::vector<std::vector<int>>* out) {
+               std::vector<int>* current, std::vector<std::vector<int>>* out) {
   const int n = static_cast<int>(current->size());
   if (out->size() > max_count) return;
   if (i == n - 1) {
