@@ -12,6 +12,15 @@
 //           leave-one-out relative residuals.
 //   mimose: 1, x, ..., x^degree of x = product of all features, every term,
 //           ordinary least squares (numpy.polyfit), upper bound = value.
+//           A baseline for benchmarks, not for production plans. Its
+//           trusted flag follows remat's rules (Mimose itself has none) so
+//           that both can be compared on the same queries.
+//
+// Calibration (both): ReportPeak records the shortfall of the measured peak
+// below the point prediction of the memory model (0 when the prediction was
+// high enough) and calibration_bytes is the largest of the last 64 such
+// shortfalls: a too-low prediction makes the next ones safer at once, and
+// the correction decays only as later steps show it is no longer needed.
 
 #include "planner/estimator.h"
 

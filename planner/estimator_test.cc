@@ -127,6 +127,40 @@ TEST_CASE("known laws are recovered exactly between and beyond the samples") {
   CHECK(range[1].max == 512);
 }
 
+TEST_CASE("three features: image laws are recovered by stepwise selection") {
+  // 17 monomials at degree 2: more than exhaustive search tries.
+  ModelSpec m;
+  m.name = "convnet";
+  m.feature_names = {"batch", "height", "width"};
+  m.blocks = {{"conv", true}, {"pool", true}};
+  auto law = [](double b, double h, double w) {
+    return std::pair<double, double>{2 * b * h * w + 4096, 0.5 * b * h * w};
+  };
+  std::vector<Sample> train;
+  for (double b : {1, 3, 8}) {
+    for (double h : {32, 100, 224}) {
+      for (double w : {48, 160, 256}) {
+        Sample s;
+        s.features = {b, h, w};
+        const auto [conv, pool] = law(b, h, w);
+        s.blocks = {{static_cast<int64_t>(conv), 0, 10},
+                    {static_cast<int64_t>(pool), 0, 10}};
+        train.push_back(s);
+      }
+    }
+  }
+  auto e = NewRematEstimator(m);
+  REQUIRE(e.ok());
+  REQUIRE((*e)->AddSamples(train).ok());
+  auto p = (*e)->Predict({5, 150, 200});
+  REQUIRE(p.ok());
+  CHECK(p->trusted);  // 27 distinct >= 17 unknowns
+  const auto [conv, pool] = law(5, 150, 200);
+  CHECK(RelErr(p->blocks[0].act_bytes.value, conv) < 1e-6);
+  CHECK(RelErr(p->blocks[1].act_bytes.value, pool) < 1e-6);
+  CHECK(p->blocks[0].forward_ns.value == Approx(10));
+}
+
 TEST_CASE("multiplicative noise: close predictions and bounds that hold") {
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int> batch(1, 32);
