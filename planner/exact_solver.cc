@@ -222,200 +222,215 @@ std::vector<Action> SolveExact(const PlanProblem& problem, ExactStats* stats) {
       lp.Add(rank_of[k], +1);
     }
   }
-  std::vector<int64_t> suffix_min_lb(m + 1, kInf);
-  std::vector<int64_t> suffix_min_c(m + 1, kInf);
-  for (int k = m - 1; k >= 0; --k) {
-    suffix_min_lb[k] = std::min(suffix_min_lb[k + 1], lb_j[k]);
-    suffix_min_c[k] = std::min(suffix_min_c[k + 1], items[k].c);
-  }
 
-  // The best plan so far: either explicit positions, or (node, j).
-  Key best;
-  std::vector<int> best_explicit;
-  int best_node = -2;  // -2: explicit
-  int best_j = -1;
-
-  auto consider_explicit = [&](std::vector<int> chosen) {
-    Key key;
-    key.cost = 0;
-    key.count = static_cast<int64_t>(chosen.size());
-    int64_t saved = 0;
-    int64_t max_s = 0;
-    for (int pos : chosen) {
-      key.cost += items[pos].c;
-      saved += items[pos].s;
-      max_s = std::max(max_s, items[pos].s);
+  // Only "records" can be the optimal j: if a later block (larger saving)
+  // costs no more, swapping it in for j keeps the plan feasible at no
+  // higher cost, count or peak. So j is the last block or strictly cheaper
+  // than every later one.
+  std::vector<int> js;
+  {
+    int64_t later_min = kInf;
+    for (int k = m - 1; k >= 0; --k) {
+      if (items[k].c < later_min && lb_j[k] < kInf) js.push_back(k);
+      later_min = std::min(later_min, items[k].c);
     }
-    key.peak = p0 - saved + max_s;
-    if (key.peak <= limit && key < best) {
+  }
+  std::sort(js.begin(), js.end(), [&](int x, int y) {
+    return lb_j[x] != lb_j[y] ? lb_j[x] < lb_j[y] : x > y;
+  });
+
+  Key best;
+  std::vector<int> best_set;  // sweep positions
+  auto consider = [&](const Key& key, const std::vector<int>& set) {
+    if (key < best) {
       best = key;
-      best_explicit = std::move(chosen);
-      best_node = -2;
+      best_set = set;
     }
   };
-
   // Always feasible here: every positive block.
   {
     std::vector<int> all(m);
     std::iota(all.begin(), all.end(), 0);
-    consider_explicit(std::move(all));
-  }
-  // Greedy plans for the few most promising j: cheapest bytes first until
-  // covered, then drop blocks that are no longer needed (dearest first).
-  {
-    std::vector<int> js(m);
-    std::iota(js.begin(), js.end(), 0);
-    const int tries = std::min(m, 4);
-    std::partial_sort(js.begin(), js.begin() + tries, js.end(),
-                      [&](int x, int y) { return lb_j[x] < lb_j[y]; });
-    for (int t = 0; t < tries; ++t) {
-      const int j = js[t];
-      if (lb_j[j] >= kInf) break;
-      std::vector<int> chosen;
-      int64_t saved = 0;
-      for (int r = 0; r < m && saved < need; ++r) {
-        const int pos = by_ratio[r];
-        if (pos >= j) continue;
-        chosen.push_back(pos);
-        saved += items[pos].s;
-      }
-      if (saved < need) continue;
-      std::sort(chosen.begin(), chosen.end(), [&](int x, int y) {
-        return items[x].c > items[y].c;
-      });
-      std::vector<int> kept;
-      for (int pos : chosen) {
-        if (saved - items[pos].s >= need) {
-          saved -= items[pos].s;
-        } else {
-          kept.push_back(pos);
-        }
-      }
-      kept.push_back(j);
-      consider_explicit(std::move(kept));
-    }
+    consider(Key{total_c, m, p0 - (total_s - items.back().s)}, all);
   }
 
-  // The sweep.
-  int kend = m - 1;
-  while (kend > 0 && lb_j[kend] > best.cost) --kend;
-  LpBound lp(by_rank);
-  for (int k = 0; k <= kend; ++k) lp.Add(rank_of[k], +1);
-
+  std::vector<int> pool;  // P_j in cost/saving order (sweep positions)
   std::vector<Node> nodes;
-  std::vector<State> front = {State{0, 0, 0, -1}};
-  std::vector<State> next;
-  bool has_complete = false;
-  State complete{0, 0, 0, -1};
-
-  for (int k = 0; k <= kend; ++k) {
+  std::vector<State> front, next;
+  std::vector<int64_t> ps, pc;
+  // Two passes: first each j with a small core (a heuristic: every plan it
+  // offers is real, and it usually finds the optimum), so that the second,
+  // exhaustive pass starts from a best plan close to the bounds and prunes
+  // hard.
+  for (const int max_core : {24, -1}) {
+  for (int j : js) {
+    if (lb_j[j] > best.cost) break;  // sorted: no later j can do better
     ++st.steps;
-    const Item& item = items[k];
-    // Item k as j: the complete state plus item k.
-    if (has_complete && lb_j[k] <= best.cost) {
-      Key key{complete.cost + item.c, complete.count + 1,
-              p0 - complete.sigma};
+    pool.clear();
+    for (int r = 0; r < m; ++r) {
+      if (by_ratio[r] < j) pool.push_back(by_ratio[r]);
+    }
+    const int np = static_cast<int>(pool.size());
+    // The break item: the cheapest-per-byte prefix pool[0, b) falls short
+    // of `need`, pool[0, b] covers it.
+    int b = 0;
+    int64_t sigma0 = 0, cost0 = 0;
+    while (b < np && sigma0 + items[pool[b]].s < need) {
+      sigma0 += items[pool[b]].s;
+      cost0 += items[pool[b]].c;
+      ++b;
+    }
+    if (b >= np) continue;  // cannot cover (lb_j would be kInf)
+    const int64_t cj = items[j].c;
+
+    // States are deviations from the break solution pool[0, b): items of
+    // the core [lo, hi] have been decided, items left of it are in, items
+    // right of it are out. Pisinger's expanding core with the simple
+    // bound: covering a shortfall needs right items (cost per byte at
+    // least that of pool[hi + 1]), a surplus can only be sold back through
+    // left items (at most pool[lo - 1]'s cost per byte).
+    nodes.clear();
+    front.assign(1, State{sigma0, cost0, b, -1});
+    int lo = b, hi = b - 1;
+    // Prefix sums of saving and cost over the pool in cost/saving order,
+    // for LP bounds on what is still undecided.
+    ps.assign(np + 1, 0);
+    pc.assign(np + 1, 0);
+    for (int r = 0; r < np; ++r) {
+      ps[r + 1] = ps[r] + items[pool[r]].s;
+      pc[r + 1] = pc[r] + items[pool[r]].c;
+    }
+    auto bound = [&](const State& s) -> int64_t {
+      if (s.sigma < need) {
+        // Cover the shortfall with the cheapest-per-byte undecided right
+        // items pool[hi + 1, np), the last one fractionally.
+        const int h = hi + 1;
+        const int64_t d = need - s.sigma;
+        if (ps[np] - ps[h] < d) return kInf;
+        // Smallest t with ps[t] - ps[h] >= d.
+        const int t = static_cast<int>(
+            std::lower_bound(ps.begin() + h + 1, ps.begin() + np + 1,
+                             ps[h] + d) -
+            ps.begin());
+        const Item& f = items[pool[t - 1]];
+        return s.cost + (pc[t - 1] - pc[h]) +
+               MulDivCeil(d - (ps[t - 1] - ps[h]), f.c, f.s);
+      }
+      // Sell the surplus back through the dearest-per-byte undecided left
+      // items pool[lo - 1], pool[lo - 2], ..., the last one fractionally.
+      const int64_t e = s.sigma - need;
+      if (lo <= 0 || e == 0) return s.cost;
+      // Smallest t with ps[lo] - ps[t] <= e: pool[t, lo) sold whole.
+      const int t = static_cast<int>(
+          std::lower_bound(ps.begin(), ps.begin() + lo + 1, ps[lo] - e) -
+          ps.begin());
+      int64_t refund = pc[lo] - pc[t];
+      if (t > 0) {
+        const Item& f = items[pool[t - 1]];
+        const __int128 num =
+            static_cast<__int128>(e - (ps[lo] - ps[t])) * f.c;
+        refund += static_cast<int64_t>(num / f.s);
+      }
+      return s.cost - refund;
+    };
+    auto materialize = [&](const State& s) {
+      std::vector<char> in(m, 0);
+      for (int r = 0; r < b; ++r) in[pool[r]] = 1;
+      for (int node = s.node; node >= 0; node = nodes[node].parent) {
+        in[nodes[node].pos] ^= 1;
+      }
+      in[j] = 1;
+      std::vector<int> set;
+      for (int pos = 0; pos < m; ++pos) {
+        if (in[pos]) set.push_back(pos);
+      }
+      return set;
+    };
+    auto offer = [&](const State& s) {
+      if (s.sigma < need) return;
+      const Key key{s.cost + cj, s.count + 1, p0 - s.sigma};
       if (key < best) {
         best = key;
-        best_node = complete.node;
-        best_j = k;
+        best_set = materialize(s);
       }
-    }
-    if (k == kend) break;
-    // Shrink the range of useful j as the best plan improves.
-    while (kend > k && lb_j[kend] > best.cost) {
-      lp.Add(rank_of[kend], -1);
-      --kend;
-    }
-    if (k == kend || suffix_min_lb[k + 1] > best.cost) break;
-    // From here on, the front serves j in (k, kend]: item k joins the
-    // subsets, and leaves the pool the bounds draw completions from.
-    lp.Add(rank_of[k], -1);
-    const int64_t min_cj = suffix_min_c[k + 1];
-
-    // Complete states reached by adding item k: keep the best.
-    int b = static_cast<int>(front.size()) - 1;
-    for (; b >= 0 && front[b].sigma + item.s >= need; --b) {
-      const State& f = front[b];
-      const int64_t cost = f.cost + item.c;
-      const int32_t count = f.count + 1;
-      const int64_t sigma = f.sigma + item.s;
-      if (!has_complete ||
-          std::tie(cost, count) < std::tie(complete.cost, complete.count) ||
-          (cost == complete.cost && count == complete.count &&
-           sigma > complete.sigma)) {
-        nodes.push_back({k, f.node});
-        complete = State{sigma, cost, count,
-                         static_cast<int32_t>(nodes.size()) - 1};
-        has_complete = true;
-      }
-    }
-
-    // Merge the unshifted front (a) with the shifted incomplete states (b),
-    // walking down in saving; a state survives if it is strictly cheaper
-    // (cost, then count) than everything with a larger saving, and its
-    // bound does not exceed the best plan.
-    next.clear();
-    int a = static_cast<int>(front.size()) - 1;
-    int64_t thr_cost = has_complete ? complete.cost : kInf;
-    int64_t thr_count = has_complete ? complete.count : kInf;
-    while (a >= 0 || b >= 0) {
-      State cand;
-      bool shifted;
-      if (b < 0) {
-        shifted = false;
-      } else if (a < 0) {
-        shifted = true;
+    };
+    // Expand the core toward whichever side's next item is closer to the
+    // break item in cost per byte: those are the uncertain ones.
+    const Item& brk = items[pool[b]];
+    auto gap = [&](const Item& it) {
+      // |c/s - c_b/s_b| compared without division: scaled by s * s_b.
+      const __int128 x = static_cast<__int128>(it.c) * brk.s -
+                         static_cast<__int128>(brk.c) * it.s;
+      return static_cast<long double>(x < 0 ? -x : x) /
+             static_cast<long double>(it.s);
+    };
+    int core = 0;
+    while (!front.empty() && (lo > 0 || hi + 1 < np) &&
+           (max_core < 0 || core++ < max_core)) {
+      bool take_right;
+      if (hi + 1 >= np) {
+        take_right = false;
+      } else if (lo <= 0) {
+        take_right = true;
       } else {
-        const int64_t sb = front[b].sigma + item.s;
-        if (sb != front[a].sigma) {
-          shifted = sb > front[a].sigma;
+        take_right = gap(items[pool[hi + 1]]) <= gap(items[pool[lo - 1]]);
+      }
+      const int pos = take_right ? pool[++hi] : pool[--lo];
+      const int sign = take_right ? +1 : -1;
+      const int64_t ds = sign * items[pos].s;
+      const int64_t dc = sign * items[pos].c;
+      // Merge the front (a) with its toggled copy (t), both by saving,
+      // from the top: a state survives if it is strictly cheaper (cost,
+      // then count) than every state with a larger saving.
+      next.clear();
+      int a = static_cast<int>(front.size()) - 1;
+      int t = a;
+      int64_t thr_cost = kInf, thr_count = kInf;
+      while (a >= 0 || t >= 0) {
+        bool toggled;
+        if (t < 0) {
+          toggled = false;
+        } else if (a < 0) {
+          toggled = true;
         } else {
-          shifted = LexLess(front[b].cost + item.c, front[b].count + 1,
-                            front[a].cost, front[a].count);
+          const int64_t st_sigma = front[t].sigma + ds;
+          if (st_sigma != front[a].sigma) {
+            toggled = st_sigma > front[a].sigma;
+          } else {
+            toggled = LexLess(front[t].cost + dc, front[t].count + sign,
+                              front[a].cost, front[a].count);
+          }
         }
+        State cand;
+        if (toggled) {
+          const State& f = front[t--];
+          cand = State{f.sigma + ds, f.cost + dc, f.count + sign, f.node};
+        } else {
+          cand = front[a--];
+        }
+        if (!LexLess(cand.cost, cand.count, thr_cost, thr_count)) continue;
+        thr_cost = cand.cost;
+        thr_count = cand.count;
+        if (bound(cand) + cj > best.cost) continue;
+        if (toggled) {
+          nodes.push_back({pos, cand.node});
+          cand.node = static_cast<int32_t>(nodes.size()) - 1;
+        }
+        offer(cand);
+        next.push_back(cand);
       }
-      if (shifted) {
-        const State& f = front[b--];
-        cand = State{f.sigma + item.s, f.cost + item.c, f.count + 1, f.node};
-      } else {
-        cand = front[a--];
-      }
-      if (!LexLess(cand.cost, cand.count, thr_cost, thr_count)) continue;
-      thr_cost = cand.cost;
-      thr_count = cand.count;
-      // A completion needs at least one more item before j, plus j.
-      const int64_t lp_cost = lp.LowerBound(need - cand.sigma);
-      if (lp_cost >= kInf) continue;
-      const int64_t bound = cand.cost + min_cj + lp_cost;
-      if (bound > best.cost ||
-          (bound == best.cost && cand.count + 2 > best.count)) {
-        continue;
-      }
-      if (shifted) {
-        nodes.push_back({k, cand.node});
-        cand.node = static_cast<int32_t>(nodes.size()) - 1;
-      }
-      next.push_back(cand);
+      std::reverse(next.begin(), next.end());
+      front.swap(next);
+      st.states += static_cast<int64_t>(front.size());
+      st.max_front = std::max<int64_t>(st.max_front, front.size());
     }
-    std::reverse(next.begin(), next.end());
-    front.swap(next);
-    st.states += static_cast<int64_t>(front.size());
-    st.max_front = std::max<int64_t>(st.max_front, front.size());
-    if (front.empty() && !has_complete) break;
+  }
   }
 
-  if (best_node == -2) {
-    for (int pos : best_explicit) actions[items[pos].block] = Action::kRecompute;
-  } else {
-    actions[items[best_j].block] = Action::kRecompute;
-    for (int node = best_node; node >= 0; node = nodes[node].parent) {
-      actions[items[nodes[node].pos].block] = Action::kRecompute;
-    }
-  }
-  (void)total_c;
+  st.root_bound_ns = *std::min_element(lb_j.begin(), lb_j.end());
+  st.cost_ns = best.cost;
+  for (int pos : best_set) actions[items[pos].block] = Action::kRecompute;
   return actions;
 }
-
 }  // namespace internal
 }  // namespace remat

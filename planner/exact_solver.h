@@ -22,6 +22,8 @@ struct ExactStats {
   int steps = 0;               // sweep steps run before the bounds stopped it
   int64_t states = 0;          // front states kept, summed over steps
   int64_t max_front = 0;       // largest front
+  int64_t root_bound_ns = 0;   // min over j of the per-j LP lower bound
+  int64_t cost_ns = 0;         // the optimum's recompute time
 };
 
 // Actions of the optimal plan for `problem` (see solver.cc for the model
