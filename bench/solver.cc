@@ -54,13 +54,28 @@ using Clock = std::chrono::steady_clock;
 // A transformer-like chain of n blocks for a batch of `batch` sequences of
 // `seq` tokens (hidden 1024, 16 heads, fp16 activations): an embedding
 // block (not checkpointable), alternating attention and MLP blocks, and a
-// head. Every value carries ~1% independent noise, as per-block estimator
-// upper bounds do, so blocks of a type are near-identical, never equal.
-PlanProblem TransformerChain(int n, int64_t batch, int64_t seq,
+// head. Forward times carry 2% independent noise (timing noise). Sizes:
+//   * kTransformer: identical within a block type, as the allocations of
+//     structurally identical layers are;
+//   * kJittered: 1% independent noise on every size too, as per-block
+//     estimator upper bounds may have: blocks of a type are near-identical
+//     but never equal, the hard case for a Pareto search.
+enum class Family { kTransformer, kJittered };
+
+const char* FamilyName(Family f) {
+  return f == Family::kTransformer ? "transformer" : "transformer_jittered";
+}
+
+PlanProblem TransformerChain(int n, int64_t batch, int64_t seq, Family family,
                              std::mt19937_64& rng) {
-  std::normal_distribution<double> noise(1.0, 0.01);
+  std::normal_distribution<double> byte_noise(
+      1.0, family == Family::kJittered ? 0.01 : 0.0);
+  std::normal_distribution<double> time_noise(1.0, 0.02);
   auto jitter = [&](double v) {
-    return static_cast<int64_t>(std::max(1.0, v * noise(rng)));
+    return static_cast<int64_t>(std::max(1.0, v * byte_noise(rng)));
+  };
+  auto jitter_ns = [&](double v) {
+    return static_cast<int64_t>(std::max(1.0, v * time_noise(rng)));
   };
   const double hidden = 1024, heads = 16, bytes = 2;
   const double tokens = static_cast<double>(batch * seq);
@@ -76,15 +91,16 @@ PlanProblem TransformerChain(int n, int64_t batch, int64_t seq,
   for (int i = 0; i < n; ++i) {
     BlockCost b;
     if (i == 0) {
-      b = {"embed", jitter(x), jitter(tokens * 8), jitter(mlp_ns / 8), false};
+      b = {"embed", jitter(x), jitter(tokens * 8), jitter_ns(mlp_ns / 8),
+           false};
     } else if (i == n - 1 && n > 2) {
-      b = {"head", jitter(2 * x), jitter(x), jitter(mlp_ns / 2), true};
+      b = {"head", jitter(2 * x), jitter(x), jitter_ns(mlp_ns / 2), true};
     } else if (i % 2 == 1) {
       b = {"attn" + std::to_string(i / 2), jitter(attn_act), jitter(x),
-           jitter(attn_ns), true};
+           jitter_ns(attn_ns), true};
     } else {
       b = {"mlp" + std::to_string(i / 2 - 1), jitter(mlp_act), jitter(x),
-           jitter(mlp_ns), true};
+           jitter_ns(mlp_ns), true};
     }
     p.blocks.push_back(b);
   }
@@ -126,18 +142,19 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-void Latency(bool quick) {
+void Latency(bool quick, Family family) {
   std::mt19937_64 rng(1);
   for (int n : {12, 24, 48, 96, 200, 1000}) {
     // Distinct instances (shape, noise, budget), each solved once per
     // repetition, so p99 covers the hard budgets too.
-    const int instances = quick ? 20 : (n >= 1000 ? 100 : 200);
-    const int reps = quick ? 1 : (n >= 1000 ? 3 : 5);
+    const bool slow = family == Family::kJittered && n >= 200;
+    const int instances = quick || slow ? 20 : (n >= 1000 ? 100 : 200);
+    const int reps = quick || slow ? 1 : (n >= 1000 ? 3 : 5);
     std::vector<PlanProblem> problems;
     for (int i = 0; i < instances; ++i) {
       const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
       const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
-      PlanProblem p = TransformerChain(n, batch, seq, rng);
+      PlanProblem p = TransformerChain(n, batch, seq, family, rng);
       SetBudget(&p, std::uniform_real_distribution<double>(0.02, 0.98)(rng));
       problems.push_back(std::move(p));
     }
@@ -156,21 +173,23 @@ void Latency(bool quick) {
       }
       std::printf(
           "{\"bench\":\"solver_latency\",\"solver\":\"%s\",\"blocks\":%d,"
-          "\"p50_us\":%.1f,\"p99_us\":%.1f}\n",
-          name.c_str(), n, Percentile(us, 0.5), Percentile(us, 0.99));
+          "\"p50_us\":%.1f,\"p99_us\":%.1f,\"family\":\"%s\","
+          "\"solves\":%zu}\n",
+          name.c_str(), n, Percentile(us, 0.5), Percentile(us, 0.99),
+          FamilyName(family), us.size());
       std::fflush(stdout);
     }
   }
 }
 
 // --stats: how hard the exact search works, per chain length.
-void SearchStats() {
+void SearchStats(Family family) {
   std::mt19937_64 rng(1);
   for (int n : {48, 96, 200, 1000}) {
     for (int i = 0; i < 20; ++i) {
       const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
       const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
-      PlanProblem p = TransformerChain(n, batch, seq, rng);
+      PlanProblem p = TransformerChain(n, batch, seq, family, rng);
       const double u = std::uniform_real_distribution<double>(0.02, 0.98)(rng);
       SetBudget(&p, u);
       internal::ExactStats st;
@@ -179,10 +198,12 @@ void SearchStats() {
       const double us =
           std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       std::printf(
-          "{\"bench\":\"exact_stats\",\"blocks\":%d,\"u\":%.2f,"
+          "{\"bench\":\"exact_stats\",\"family\":\"%s\","
+          "\"blocks\":%d,\"u\":%.2f,"
           "\"us\":%.0f,\"steps\":%d,\"states\":%lld,\"max_front\":%lld,"
           "\"gap_over_block\":%.4f}\n",
-          n, u, us, st.steps, static_cast<long long>(st.states),
+          FamilyName(family), n, u, us, st.steps,
+          static_cast<long long>(st.states),
           static_cast<long long>(st.max_front),
           static_cast<double>(st.cost_ns - st.root_bound_ns) /
               static_cast<double>(p.blocks[1].forward_ns));
@@ -195,10 +216,15 @@ void Quality(bool quick) {
   const int count = quick ? 100 : 2000;
   std::vector<PlanProblem> problems;
   for (int i = 0; i < count; ++i) {
-    const int n = 12 + static_cast<int>(rng() % 189);  // 12..200 blocks
+    // Alternate families; jittered chains stay short (their exact search
+    // is the slow one).
+    const Family family = i % 2 ? Family::kJittered : Family::kTransformer;
+    const int n = family == Family::kJittered
+                      ? 12 + static_cast<int>(rng() % 37)    // 12..48
+                      : 12 + static_cast<int>(rng() % 189);  // 12..200
     const int64_t batch = 1 + static_cast<int64_t>(rng() % 32);
     const int64_t seq = 32 + static_cast<int64_t>(rng() % 481);
-    PlanProblem p = TransformerChain(n, batch, seq, rng);
+    PlanProblem p = TransformerChain(n, batch, seq, family, rng);
     // Tight to loose, with a margin on some.
     SetBudget(&p, std::uniform_real_distribution<double>(0.0, 1.0)(rng));
     if (i % 4 == 0) {
@@ -288,7 +314,8 @@ int main(int argc, char** argv) {
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--stats") == 0) {
-      remat::SearchStats();
+      remat::SearchStats(remat::Family::kTransformer);
+      remat::SearchStats(remat::Family::kJittered);
       return 0;
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
@@ -297,7 +324,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  remat::Latency(quick);
+  remat::Latency(quick, remat::Family::kTransformer);
+  remat::Latency(quick, remat::Family::kJittered);
   remat::Quality(quick);
   remat::CacheHits(quick);
   return 0;

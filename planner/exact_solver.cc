@@ -17,20 +17,33 @@
 // total saving >= D at least total forward_ns. Adding c_j gives the plan's
 // cost; the best j wins.
 //
-// Search: one sweep over the blocks in (s, index) order builds the Pareto
-// front of (saving, cost) over subsets of the blocks seen so far, so the
-// front for "blocks before j" is built once for all j. Savings are exact
-// int64 bytes: nothing is rounded. Three things keep the front small:
-//   * states that reach D are "complete" and only the best one is kept
-//     (adding blocks to it only costs more);
-//   * dominance: a state with at least the saving and at most the cost
-//     (then fewer blocks) of another replaces it;
-//   * bounds: a state whose cost plus a lower bound on any completion
-//     (the cheapest possible j plus the LP relaxation of covering the rest
-//     with the blocks still to come, from a Fenwick tree in cost/saving
-//     order) exceeds the best plan found so far is dropped. The best plan
-//     starts from greedy plans for the most promising j, and the sweep stops
-//     once no later j can beat it (per-j LP lower bounds).
+// Search.
+//   1. Which j: if a block after j (larger saving) costs no more than j,
+//      swapping it in for j keeps the plan feasible at no higher cost,
+//      count or peak. So only "records" are tried: blocks strictly cheaper
+//      than every later one (typically a handful), in order of a per-j
+//      lower bound (c_j plus the LP relaxation over the blocks before j,
+//      from a Fenwick tree), stopping once the bound exceeds the best plan.
+//   2. For one j, an exact min-cost covering knapsack over the blocks
+//      before j, solved like Pisinger's expanding-core dynamic programming:
+//      start from the LP's break solution (the cheapest-per-byte prefix),
+//      then decide blocks outward from the break item, nearest in cost per
+//      byte first. States are exact (saving, cost, count) triples kept as a
+//      Pareto front: a state with at least the saving and at most the cost
+//      (then fewer blocks) of another replaces it. A state is dropped when
+//      its cost plus an LP bound on what the undecided blocks can still
+//      change (buy the shortfall from the right side, sell a surplus back
+//      through the left side) exceeds the best plan. Bytes are never
+//      rounded.
+//   3. Two passes: first every j with a small core (a heuristic whose plans
+//      are real), then exhaustively, so the exhaustive pass starts from a
+//      best plan that is usually already optimal.
+//
+// Cost: a few microseconds to a few milliseconds for chains of up to
+// thousands of blocks whose sizes repeat per block type (real layers). When
+// every block's size differs slightly (noisy per-block estimates), the
+// fronts grow and the search can take far longer: it stays exact, but is
+// not bounded in time.
 //
 // Ties: among plans of equal recompute time, fewer recomputed blocks, then
 // the lower peak. The search is exact in that whole order.
