@@ -38,6 +38,10 @@
 //
 // Flags: --quick runs fewer repetitions (for smoke tests); --stats prints
 // the exact search's work per instance instead.
+#include "planner/solver.h"
+
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -49,12 +53,9 @@
 #include <string>
 #include <vector>
 
-#include <time.h>
-
 #include "planner/exact_solver.h"
 #include "planner/plan.h"
 #include "planner/plan_cache.h"
-#include "planner/solver.h"
 
 namespace remat {
 namespace {
@@ -187,8 +188,8 @@ void Latency(bool quick, Family family) {
           Plan plan = solver->Solve(p);
           const auto t1 = Clock::now();
           cpu_us.push_back(ThreadCpuUs() - c0);
-          us.push_back(std::chrono::duration<double, std::micro>(t1 - t0)
-                           .count());
+          us.push_back(
+              std::chrono::duration<double, std::micro>(t1 - t0).count());
           if (plan.actions.size() != p.blocks.size()) std::abort();
         }
       }
@@ -197,8 +198,8 @@ void Latency(bool quick, Family family) {
           "\"p50_us\":%.1f,\"p99_us\":%.1f,\"cpu_p50_us\":%.1f,"
           "\"cpu_p99_us\":%.1f,\"family\":\"%s\",\"solves\":%zu}\n",
           name.c_str(), n, Percentile(us, 0.5), Percentile(us, 0.99),
-          Percentile(cpu_us, 0.5), Percentile(cpu_us, 0.99),
-          FamilyName(family), us.size());
+          Percentile(cpu_us, 0.5), Percentile(cpu_us, 0.99), FamilyName(family),
+          us.size());
       std::fflush(stdout);
     }
   }
@@ -279,8 +280,7 @@ void Quality(bool quick) {
       const PlanProblem& p = problems[i];
       Plan plan = solver->Solve(name == "static_max" ? largest[i] : p);
       ScorePlan(p, &plan);  // the static plan runs on this batch
-      const bool fits =
-          PredictedPeakBytes(p, plan.actions) <= p.limit_bytes();
+      const bool fits = PredictedPeakBytes(p, plan.actions) <= p.limit_bytes();
       if (!fits) ++over_budget;
       if (!plan.feasible) ++missed;
       const Plan& ref = reference[i];

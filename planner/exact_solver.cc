@@ -276,168 +276,168 @@ std::vector<Action> SolveExact(const PlanProblem& problem, ExactStats* stats) {
   // exhaustive pass starts from a best plan close to the bounds and prunes
   // hard.
   for (const int max_core : {24, -1}) {
-  for (int j : js) {
-    if (lb_j[j] > best.cost) break;  // sorted: no later j can do better
-    ++st.steps;
-    pool.clear();
-    for (int r = 0; r < m; ++r) {
-      if (by_ratio[r] < j) pool.push_back(by_ratio[r]);
-    }
-    const int np = static_cast<int>(pool.size());
-    // The break item: the cheapest-per-byte prefix pool[0, b) falls short
-    // of `need`, pool[0, b] covers it.
-    int b = 0;
-    int64_t sigma0 = 0, cost0 = 0;
-    while (b < np && sigma0 + items[pool[b]].s < need) {
-      sigma0 += items[pool[b]].s;
-      cost0 += items[pool[b]].c;
-      ++b;
-    }
-    if (b >= np) continue;  // cannot cover (lb_j would be kInf)
-    const int64_t cj = items[j].c;
+    for (int j : js) {
+      if (lb_j[j] > best.cost) break;  // sorted: no later j can do better
+      ++st.steps;
+      pool.clear();
+      for (int r = 0; r < m; ++r) {
+        if (by_ratio[r] < j) pool.push_back(by_ratio[r]);
+      }
+      const int np = static_cast<int>(pool.size());
+      // The break item: the cheapest-per-byte prefix pool[0, b) falls short
+      // of `need`, pool[0, b] covers it.
+      int b = 0;
+      int64_t sigma0 = 0, cost0 = 0;
+      while (b < np && sigma0 + items[pool[b]].s < need) {
+        sigma0 += items[pool[b]].s;
+        cost0 += items[pool[b]].c;
+        ++b;
+      }
+      if (b >= np) continue;  // cannot cover (lb_j would be kInf)
+      const int64_t cj = items[j].c;
 
-    // States are deviations from the break solution pool[0, b): items of
-    // the core [lo, hi] have been decided, items left of it are in, items
-    // right of it are out. Pisinger's expanding core with the simple
-    // bound: covering a shortfall needs right items (cost per byte at
-    // least that of pool[hi + 1]), a surplus can only be sold back through
-    // left items (at most pool[lo - 1]'s cost per byte).
-    nodes.clear();
-    front.assign(1, State{sigma0, cost0, b, -1});
-    int lo = b, hi = b - 1;
-    // Prefix sums of saving and cost over the pool in cost/saving order,
-    // for LP bounds on what is still undecided.
-    ps.assign(np + 1, 0);
-    pc.assign(np + 1, 0);
-    for (int r = 0; r < np; ++r) {
-      ps[r + 1] = ps[r] + items[pool[r]].s;
-      pc[r + 1] = pc[r] + items[pool[r]].c;
-    }
-    auto bound = [&](const State& s) -> int64_t {
-      if (s.sigma < need) {
-        // Cover the shortfall with the cheapest-per-byte undecided right
-        // items pool[hi + 1, np), the last one fractionally.
-        const int h = hi + 1;
-        const int64_t d = need - s.sigma;
-        if (ps[np] - ps[h] < d) return kInf;
-        // Smallest t with ps[t] - ps[h] >= d.
+      // States are deviations from the break solution pool[0, b): items of
+      // the core [lo, hi] have been decided, items left of it are in, items
+      // right of it are out. Pisinger's expanding core with the simple
+      // bound: covering a shortfall needs right items (cost per byte at
+      // least that of pool[hi + 1]), a surplus can only be sold back through
+      // left items (at most pool[lo - 1]'s cost per byte).
+      nodes.clear();
+      front.assign(1, State{sigma0, cost0, b, -1});
+      int lo = b, hi = b - 1;
+      // Prefix sums of saving and cost over the pool in cost/saving order,
+      // for LP bounds on what is still undecided.
+      ps.assign(np + 1, 0);
+      pc.assign(np + 1, 0);
+      for (int r = 0; r < np; ++r) {
+        ps[r + 1] = ps[r] + items[pool[r]].s;
+        pc[r + 1] = pc[r] + items[pool[r]].c;
+      }
+      auto bound = [&](const State& s) -> int64_t {
+        if (s.sigma < need) {
+          // Cover the shortfall with the cheapest-per-byte undecided right
+          // items pool[hi + 1, np), the last one fractionally.
+          const int h = hi + 1;
+          const int64_t d = need - s.sigma;
+          if (ps[np] - ps[h] < d) return kInf;
+          // Smallest t with ps[t] - ps[h] >= d.
+          const int t = static_cast<int>(std::lower_bound(ps.begin() + h + 1,
+                                                          ps.begin() + np + 1,
+                                                          ps[h] + d) -
+                                         ps.begin());
+          const Item& f = items[pool[t - 1]];
+          return s.cost + (pc[t - 1] - pc[h]) +
+                 MulDivCeil(d - (ps[t - 1] - ps[h]), f.c, f.s);
+        }
+        // Sell the surplus back through the dearest-per-byte undecided left
+        // items pool[lo - 1], pool[lo - 2], ..., the last one fractionally.
+        const int64_t e = s.sigma - need;
+        if (lo <= 0 || e == 0) return s.cost;
+        // Smallest t with ps[lo] - ps[t] <= e: pool[t, lo) sold whole.
         const int t = static_cast<int>(
-            std::lower_bound(ps.begin() + h + 1, ps.begin() + np + 1,
-                             ps[h] + d) -
+            std::lower_bound(ps.begin(), ps.begin() + lo + 1, ps[lo] - e) -
             ps.begin());
-        const Item& f = items[pool[t - 1]];
-        return s.cost + (pc[t - 1] - pc[h]) +
-               MulDivCeil(d - (ps[t - 1] - ps[h]), f.c, f.s);
-      }
-      // Sell the surplus back through the dearest-per-byte undecided left
-      // items pool[lo - 1], pool[lo - 2], ..., the last one fractionally.
-      const int64_t e = s.sigma - need;
-      if (lo <= 0 || e == 0) return s.cost;
-      // Smallest t with ps[lo] - ps[t] <= e: pool[t, lo) sold whole.
-      const int t = static_cast<int>(
-          std::lower_bound(ps.begin(), ps.begin() + lo + 1, ps[lo] - e) -
-          ps.begin());
-      int64_t refund = pc[lo] - pc[t];
-      if (t > 0) {
-        const Item& f = items[pool[t - 1]];
-        const __int128 num =
-            static_cast<__int128>(e - (ps[lo] - ps[t])) * f.c;
-        refund += static_cast<int64_t>(num / f.s);
-      }
-      return s.cost - refund;
-    };
-    auto materialize = [&](const State& s) {
-      std::vector<char> in(m, 0);
-      for (int r = 0; r < b; ++r) in[pool[r]] = 1;
-      for (int node = s.node; node >= 0; node = nodes[node].parent) {
-        in[nodes[node].pos] ^= 1;
-      }
-      in[j] = 1;
-      std::vector<int> set;
-      for (int pos = 0; pos < m; ++pos) {
-        if (in[pos]) set.push_back(pos);
-      }
-      return set;
-    };
-    auto offer = [&](const State& s) {
-      if (s.sigma < need) return;
-      const Key key{s.cost + cj, s.count + 1, p0 - s.sigma};
-      if (key < best) {
-        best = key;
-        best_set = materialize(s);
-      }
-    };
-    // Expand the core toward whichever side's next item is closer to the
-    // break item in cost per byte: those are the uncertain ones.
-    const Item& brk = items[pool[b]];
-    auto gap = [&](const Item& it) {
-      // |c/s - c_b/s_b| compared without division: scaled by s * s_b.
-      const __int128 x = static_cast<__int128>(it.c) * brk.s -
-                         static_cast<__int128>(brk.c) * it.s;
-      return static_cast<long double>(x < 0 ? -x : x) /
-             static_cast<long double>(it.s);
-    };
-    int core = 0;
-    while (!front.empty() && (lo > 0 || hi + 1 < np) &&
-           (max_core < 0 || core++ < max_core)) {
-      bool take_right;
-      if (hi + 1 >= np) {
-        take_right = false;
-      } else if (lo <= 0) {
-        take_right = true;
-      } else {
-        take_right = gap(items[pool[hi + 1]]) <= gap(items[pool[lo - 1]]);
-      }
-      const int pos = take_right ? pool[++hi] : pool[--lo];
-      const int sign = take_right ? +1 : -1;
-      const int64_t ds = sign * items[pos].s;
-      const int64_t dc = sign * items[pos].c;
-      // Merge the front (a) with its toggled copy (t), both by saving,
-      // from the top: a state survives if it is strictly cheaper (cost,
-      // then count) than every state with a larger saving.
-      next.clear();
-      int a = static_cast<int>(front.size()) - 1;
-      int t = a;
-      int64_t thr_cost = kInf, thr_count = kInf;
-      while (a >= 0 || t >= 0) {
-        bool toggled;
-        if (t < 0) {
-          toggled = false;
-        } else if (a < 0) {
-          toggled = true;
+        int64_t refund = pc[lo] - pc[t];
+        if (t > 0) {
+          const Item& f = items[pool[t - 1]];
+          const __int128 num =
+              static_cast<__int128>(e - (ps[lo] - ps[t])) * f.c;
+          refund += static_cast<int64_t>(num / f.s);
+        }
+        return s.cost - refund;
+      };
+      auto materialize = [&](const State& s) {
+        std::vector<char> in(m, 0);
+        for (int r = 0; r < b; ++r) in[pool[r]] = 1;
+        for (int node = s.node; node >= 0; node = nodes[node].parent) {
+          in[nodes[node].pos] ^= 1;
+        }
+        in[j] = 1;
+        std::vector<int> set;
+        for (int pos = 0; pos < m; ++pos) {
+          if (in[pos]) set.push_back(pos);
+        }
+        return set;
+      };
+      auto offer = [&](const State& s) {
+        if (s.sigma < need) return;
+        const Key key{s.cost + cj, s.count + 1, p0 - s.sigma};
+        if (key < best) {
+          best = key;
+          best_set = materialize(s);
+        }
+      };
+      // Expand the core toward whichever side's next item is closer to the
+      // break item in cost per byte: those are the uncertain ones.
+      const Item& brk = items[pool[b]];
+      auto gap = [&](const Item& it) {
+        // |c/s - c_b/s_b| compared without division: scaled by s * s_b.
+        const __int128 x = static_cast<__int128>(it.c) * brk.s -
+                           static_cast<__int128>(brk.c) * it.s;
+        return static_cast<long double>(x < 0 ? -x : x) /
+               static_cast<long double>(it.s);
+      };
+      int core = 0;
+      while (!front.empty() && (lo > 0 || hi + 1 < np) &&
+             (max_core < 0 || core++ < max_core)) {
+        bool take_right;
+        if (hi + 1 >= np) {
+          take_right = false;
+        } else if (lo <= 0) {
+          take_right = true;
         } else {
-          const int64_t st_sigma = front[t].sigma + ds;
-          if (st_sigma != front[a].sigma) {
-            toggled = st_sigma > front[a].sigma;
+          take_right = gap(items[pool[hi + 1]]) <= gap(items[pool[lo - 1]]);
+        }
+        const int pos = take_right ? pool[++hi] : pool[--lo];
+        const int sign = take_right ? +1 : -1;
+        const int64_t ds = sign * items[pos].s;
+        const int64_t dc = sign * items[pos].c;
+        // Merge the front (a) with its toggled copy (t), both by saving,
+        // from the top: a state survives if it is strictly cheaper (cost,
+        // then count) than every state with a larger saving.
+        next.clear();
+        int a = static_cast<int>(front.size()) - 1;
+        int t = a;
+        int64_t thr_cost = kInf, thr_count = kInf;
+        while (a >= 0 || t >= 0) {
+          bool toggled;
+          if (t < 0) {
+            toggled = false;
+          } else if (a < 0) {
+            toggled = true;
           } else {
-            toggled = LexLess(front[t].cost + dc, front[t].count + sign,
-                              front[a].cost, front[a].count);
+            const int64_t st_sigma = front[t].sigma + ds;
+            if (st_sigma != front[a].sigma) {
+              toggled = st_sigma > front[a].sigma;
+            } else {
+              toggled = LexLess(front[t].cost + dc, front[t].count + sign,
+                                front[a].cost, front[a].count);
+            }
           }
+          State cand;
+          if (toggled) {
+            const State& f = front[t--];
+            cand = State{f.sigma + ds, f.cost + dc, f.count + sign, f.node};
+          } else {
+            cand = front[a--];
+          }
+          if (!LexLess(cand.cost, cand.count, thr_cost, thr_count)) continue;
+          thr_cost = cand.cost;
+          thr_count = cand.count;
+          if (bound(cand) + cj > best.cost) continue;
+          if (toggled) {
+            nodes.push_back({pos, cand.node});
+            cand.node = static_cast<int32_t>(nodes.size()) - 1;
+          }
+          offer(cand);
+          next.push_back(cand);
         }
-        State cand;
-        if (toggled) {
-          const State& f = front[t--];
-          cand = State{f.sigma + ds, f.cost + dc, f.count + sign, f.node};
-        } else {
-          cand = front[a--];
-        }
-        if (!LexLess(cand.cost, cand.count, thr_cost, thr_count)) continue;
-        thr_cost = cand.cost;
-        thr_count = cand.count;
-        if (bound(cand) + cj > best.cost) continue;
-        if (toggled) {
-          nodes.push_back({pos, cand.node});
-          cand.node = static_cast<int32_t>(nodes.size()) - 1;
-        }
-        offer(cand);
-        next.push_back(cand);
+        std::reverse(next.begin(), next.end());
+        front.swap(next);
+        st.states += static_cast<int64_t>(front.size());
+        st.max_front = std::max<int64_t>(st.max_front, front.size());
       }
-      std::reverse(next.begin(), next.end());
-      front.swap(next);
-      st.states += static_cast<int64_t>(front.size());
-      st.max_front = std::max<int64_t>(st.max_front, front.size());
     }
-  }
   }
 
   st.root_bound_ns = *std::min_element(lb_j.begin(), lb_j.end());

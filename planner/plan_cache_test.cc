@@ -1,12 +1,11 @@
 #include "planner/plan_cache.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 namespace remat {
 namespace {
@@ -31,8 +30,7 @@ TEST_CASE("BucketFeatures rounds every feature up to its granularity") {
   CHECK(BucketFeatures({12, 385}, {1, 8}) == std::vector<int64_t>{12, 392});
   CHECK(BucketFeatures({12.2, 1}, {1, 8}) == std::vector<int64_t>{13, 8});
   CHECK(BucketFeatures({0, 0}, {5, 100}) == std::vector<int64_t>{0, 0});
-  CHECK(BucketFeatures({101, 599}, {5, 100}) ==
-        std::vector<int64_t>{105, 600});
+  CHECK(BucketFeatures({101, 599}, {5, 100}) == std::vector<int64_t>{105, 600});
   // Floating-point noise does not push an exact multiple up a bucket.
   CHECK(BucketFeatures({0.3}, {0.1}) == std::vector<int64_t>{1});
   CHECK(BucketFeatures({30}, {0.1}) == std::vector<int64_t>{30});

@@ -49,9 +49,9 @@ class NoneSolver final : public Solver {
  public:
   std::string name() const override { return "none"; }
   Plan Solve(const PlanProblem& problem) const override {
-    return Finish(problem,
-                  std::vector<Action>(problem.blocks.size(), Action::kKeep),
-                  name(), [](size_t) { return "kept: solver keeps every block"; });
+    return Finish(
+        problem, std::vector<Action>(problem.blocks.size(), Action::kKeep),
+        name(), [](size_t) { return "kept: solver keeps every block"; });
   }
 };
 
@@ -130,7 +130,8 @@ class MimoseGreedySolver final : public Solver {
       std::vector<Entry> sorted;
       for (size_t i = 0; i < n; ++i) {
         const BlockCost& b = problem.blocks[i];
-        if (b.checkpointable) sorted.push_back({b.act_bytes - b.input_bytes, i});
+        if (b.checkpointable)
+          sorted.push_back({b.act_bytes - b.input_bytes, i});
       }
       // module_memory.sort(reverse=True) on (memory, name) pairs.
       std::sort(sorted.begin(), sorted.end(),
@@ -148,10 +149,9 @@ class MimoseGreedySolver final : public Solver {
           ++end;
         }
         std::vector<Entry> bucket(sorted.begin() + i, sorted.begin() + end);
-        std::sort(bucket.begin(), bucket.end(),
-                  [](const Entry& x, const Entry& y) {
-                    return x.index > y.index;
-                  });
+        std::sort(
+            bucket.begin(), bucket.end(),
+            [](const Entry& x, const Entry& y) { return x.index > y.index; });
         list.insert(list.end(), bucket.begin(), bucket.end());
         i = end;
       }

@@ -1,14 +1,13 @@
 #include "planner/solver.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "planner/plan.h"
 
@@ -58,9 +57,9 @@ BruteForce Best(const std::vector<Scored>& all, int64_t limit) {
   for (const Scored& s : all) {
     bf.min_peak = std::min(bf.min_peak, s.peak);
     if (s.peak > limit) continue;
-    if (!bf.feasible || std::tie(s.cost, s.count, s.peak) <
-                            std::tie(bf.best.cost, bf.best.count,
-                                     bf.best.peak)) {
+    if (!bf.feasible ||
+        std::tie(s.cost, s.count, s.peak) <
+            std::tie(bf.best.cost, bf.best.count, bf.best.peak)) {
       bf.best = s;
       bf.feasible = true;
     }
@@ -69,8 +68,8 @@ BruteForce Best(const std::vector<Scored>& all, int64_t limit) {
 }
 
 int64_t KeepAllPeak(const PlanProblem& p) {
-  return PredictedPeakBytes(p,
-                            std::vector<Action>(p.blocks.size(), Action::kKeep));
+  return PredictedPeakBytes(
+      p, std::vector<Action>(p.blocks.size(), Action::kKeep));
 }
 
 // Checks every solver's contract on `p`.
@@ -147,8 +146,8 @@ TEST_CASE("exact matches brute force on small instances") {
     std::vector<int64_t> limits = {min_peak - 1, min_peak, p0, p0 - 1,
                                    (min_peak + p0) / 2};
     for (int r = 0; r < 3; ++r) {
-      limits.push_back(std::uniform_int_distribution<int64_t>(
-          min_peak - 50, p0 + 50)(rng));
+      limits.push_back(
+          std::uniform_int_distribution<int64_t>(min_peak - 50, p0 + 50)(rng));
     }
     for (int64_t limit : limits) {
       p.margin_bytes = static_cast<int64_t>(rng() % 3) * 100;
@@ -156,17 +155,16 @@ TEST_CASE("exact matches brute force on small instances") {
       REQUIRE(p.limit_bytes() == limit);
       const BruteForce bf = Best(all, limit);
       const Plan plan = (*exact)->Solve(p);
-      INFO("n=" << n << " kind=" << static_cast<int>(kind)
-                << " limit=" << limit << " p0=" << p0);
+      INFO("n=" << n << " kind=" << static_cast<int>(kind) << " limit=" << limit
+                << " p0=" << p0);
       CheckContract(p, plan, "exact");
       REQUIRE(plan.feasible == bf.feasible);
       ++instances;
       if (bf.feasible) {
         CHECK(plan.predicted_peak_bytes <= limit);
         CHECK(plan.recompute_ns == bf.best.cost);
-        const int64_t count = std::count(plan.actions.begin(),
-                                         plan.actions.end(),
-                                         Action::kRecompute);
+        const int64_t count = std::count(
+            plan.actions.begin(), plan.actions.end(), Action::kRecompute);
         CHECK(count == bf.best.count);
         CHECK(plan.predicted_peak_bytes == bf.best.peak);
         if (bf.best.count == 0) ++keep_all;
@@ -249,8 +247,9 @@ TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
       BlockCost b;
       b.name = "b" + std::to_string(i);
       const bool random = iter % 2 == 0;
-      b.act_bytes = random ? 1 + static_cast<int64_t>(rng() % 60)
-                           : (i % 2 ? mlp : att) + static_cast<int64_t>(rng() % 3);
+      b.act_bytes = random
+                        ? 1 + static_cast<int64_t>(rng() % 60)
+                        : (i % 2 ? mlp : att) + static_cast<int64_t>(rng() % 3);
       b.input_bytes = static_cast<int64_t>(rng() % 8);
       b.forward_ns = random ? static_cast<int64_t>(rng() % 1000)
                             : 500 + static_cast<int64_t>(rng() % 20);
@@ -337,13 +336,12 @@ TEST_CASE("mimose greedy takes the smallest block that covers the deficit") {
   PlanProblem p;
   p.base_bytes = 0;
   // Savings 500, 300, 120, 100 (input 0). Deficit 110: 120 covers it.
-  p.blocks = {{"a", 500, 0, 1}, {"b", 300, 0, 1}, {"c", 120, 0, 1},
-              {"d", 100, 0, 1}};
+  p.blocks = {
+      {"a", 500, 0, 1}, {"b", 300, 0, 1}, {"c", 120, 0, 1}, {"d", 100, 0, 1}};
   p.budget_bytes = 1020 - 110;
   const Plan plan = (*NewSolver("mimose_greedy"))->Solve(p);
   CHECK(plan.actions == std::vector<Action>{Action::kKeep, Action::kKeep,
-                                            Action::kRecompute,
-                                            Action::kKeep});
+                                            Action::kRecompute, Action::kKeep});
 }
 
 TEST_CASE("static_max solves like exact") {

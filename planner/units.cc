@@ -32,8 +32,8 @@ std::string ThreeDigits(double value, const char* unit) {
 absl::StatusOr<int64_t> ParseBytes(const std::string& text) {
   const std::string s(absl::StripAsciiWhitespace(text));
   size_t i = 0;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) ||
-                          s[i] == '.')) {
+  while (i < s.size() &&
+         (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) {
     ++i;
   }
   const std::string number = s.substr(0, i);
@@ -50,10 +50,17 @@ absl::StatusOr<int64_t> ParseBytes(const std::string& text) {
       const char* name;
       double multiplier;
     } kUnits[] = {
-        {"b", 1},          {"kb", 1e3},        {"mb", 1e6},
-        {"gb", 1e9},       {"tb", 1e12},       {"pb", 1e15},
-        {"kib", 1024.0},   {"mib", 1048576.0}, {"gib", 1073741824.0},
-        {"tib", 1099511627776.0}, {"pib", 1125899906842624.0},
+        {"b", 1},
+        {"kb", 1e3},
+        {"mb", 1e6},
+        {"gb", 1e9},
+        {"tb", 1e12},
+        {"pb", 1e15},
+        {"kib", 1024.0},
+        {"mib", 1048576.0},
+        {"gib", 1073741824.0},
+        {"tib", 1099511627776.0},
+        {"pib", 1125899906842624.0},
     };
     bool found = false;
     for (const auto& u : kUnits) {

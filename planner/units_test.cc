@@ -22,9 +22,9 @@ TEST_CASE("ParseBytes reads plain and unit-suffixed sizes") {
 }
 
 TEST_CASE("ParseBytes rejects what is not a size") {
-  for (const char* bad : {"", "-1", "-1GiB", "GiB", "1.5", "1..5GB", "1.2.3MB",
-                          "12 parsecs", "1e9", "0x10", "abc", "5 G iB",
-                          "2PiB", "99999999999999999999"}) {
+  for (const char* bad :
+       {"", "-1", "-1GiB", "GiB", "1.5", "1..5GB", "1.2.3MB", "12 parsecs",
+        "1e9", "0x10", "abc", "5 G iB", "2PiB", "99999999999999999999"}) {
     INFO(bad);
     const auto r = ParseBytes(bad);
     REQUIRE_FALSE(r.ok());

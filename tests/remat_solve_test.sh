@@ -19,7 +19,8 @@ expect_rc() {  # expected_rc description command...
   shift 2
   "$@" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
-  [ "$rc" -eq "$want" ] || fail "$what: exit $rc, want $want; stderr: $(cat "$tmp/err")"
+  [ "$rc" -eq "$want" ] ||
+    fail "$what: exit $rc, want $want; stderr: $(cat "$tmp/err")"
 }
 
 # The exact plan fits the sample's budget: exit 0, one JSON line.

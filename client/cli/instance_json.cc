@@ -54,8 +54,10 @@ absl::StatusOr<int64_t> Bytes(const json& value, const std::string& field) {
 absl::StatusOr<int64_t> Nanoseconds(const json& value,
                                     const std::string& field) {
   if (!value.is_number_unsigned()) {
-    return Error(field, "must be a non-negative integer number of "
-                        "nanoseconds (got " + Shown(value) + ")");
+    return Error(field,
+                 "must be a non-negative integer number of "
+                 "nanoseconds (got " +
+                     Shown(value) + ")");
   }
   const uint64_t v = value.get<uint64_t>();
   if (v > static_cast<uint64_t>(kMaxForwardNs)) {
@@ -137,9 +139,9 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
     const json& b = (*blocks)[i];
     const std::string where = "blocks[" + std::to_string(i) + "]";
     if (!b.is_object()) return Error(where, "must be an object");
-    keys = CheckKeys(b, where,
-                     {"name", "act_bytes", "input_bytes", "forward_ns",
-                      "checkpointable"});
+    keys = CheckKeys(
+        b, where,
+        {"name", "act_bytes", "input_bytes", "forward_ns", "checkpointable"});
     if (!keys.ok()) return keys;
     BlockCost cost;
     const json* name = Find(b, "name");
@@ -149,9 +151,9 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
     }
     cost.name = name->get<std::string>();
     if (cost.name.size() > kMaxNameLength) {
-      return Error(where + ".name", "is longer than " +
-                                        std::to_string(kMaxNameLength) +
-                                        " characters");
+      return Error(
+          where + ".name",
+          "is longer than " + std::to_string(kMaxNameLength) + " characters");
     }
     for (const char* key : {"act_bytes", "input_bytes"}) {
       const json* v = Find(b, key);
@@ -159,8 +161,8 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
       if (v == nullptr) return Error(field, "missing (required)");
       auto bytes = Bytes(*v, field);
       if (!bytes.ok()) return bytes.status();
-      (std::strcmp(key, "act_bytes") == 0 ? cost.act_bytes
-                                          : cost.input_bytes) = *bytes;
+      (std::strcmp(key, "act_bytes") == 0 ? cost.act_bytes : cost.input_bytes) =
+          *bytes;
     }
     const json* ns = Find(b, "forward_ns");
     if (ns == nullptr) {

@@ -1,10 +1,9 @@
 #include "client/cli/instance_json.h"
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 namespace remat {
 namespace cli {
@@ -21,8 +20,8 @@ const char kBlock[] =
     R"({"name": "l0", "act_bytes": 100, "input_bytes": 10, "forward_ns": 5})";
 
 std::string WithBlocks(const std::string& blocks) {
-  return R"({"base_bytes": 1000, "budget_bytes": 5000, "blocks": [)" +
-         blocks + "]}";
+  return R"({"base_bytes": 1000, "budget_bytes": 5000, "blocks": [)" + blocks +
+         "]}";
 }
 
 TEST_CASE("a complete instance parses, sizes and integers alike") {
@@ -90,11 +89,11 @@ TEST_CASE("errors name the field and say what is expected") {
                 "forward_ns": 1})")) ==
         "blocks[0].act_bytes: must be a non-negative integer or a size like "
         "\"6GiB\" (got 1.5)");
-  CHECK(ErrorOf(WithBlocks(
-            R"({"name": "x", "act_bytes": 1, "forward_ns": 1})")) ==
+  CHECK(ErrorOf(
+            WithBlocks(R"({"name": "x", "act_bytes": 1, "forward_ns": 1})")) ==
         "blocks[0].input_bytes: missing (required)");
   CHECK(ErrorOf(WithBlocks(
-            R"({"name": "x", "act_bytes": 1, "input_bytes": 1,
+                    R"({"name": "x", "act_bytes": 1, "input_bytes": 1,
                 "forward_ns": "5ms"})"))
             .rfind("blocks[0].forward_ns: must be a non-negative integer", 0) ==
         0);
@@ -107,12 +106,12 @@ TEST_CASE("errors name the field and say what is expected") {
                 "forward_ns": 1, "checkpointable": "yes"})")) ==
         "blocks[0].checkpointable: must be true or false (got \"yes\")");
   CHECK(ErrorOf(WithBlocks(
-            R"({"name": "x", "act_byte": 1, "input_bytes": 1,
+                    R"({"name": "x", "act_byte": 1, "input_bytes": 1,
                 "forward_ns": 1})"))
             .rfind("blocks[0].act_byte: unknown field", 0) == 0);
   CHECK(ErrorOf(WithBlocks("3")) == "blocks[0]: must be an object");
   CHECK(ErrorOf(WithBlocks(
-            R"({"name": "x", "act_bytes": "2PiB", "input_bytes": 1,
+                    R"({"name": "x", "act_bytes": "2PiB", "input_bytes": 1,
                 "forward_ns": 1})"))
             .rfind("blocks[0].act_bytes:", 0) == 0);
 }
@@ -128,15 +127,11 @@ TEST_CASE("LoadInstanceFile reads files and names them in errors") {
                               ? std::getenv("TEST_TMPDIR")
                               : "/tmp";
   const std::string path = dir + "/instance_json_test.json";
-  {
-    std::ofstream(path) << WithBlocks(kBlock);
-  }
+  { std::ofstream(path) << WithBlocks(kBlock); }
   auto ok = LoadInstanceFile(path);
   REQUIRE(ok.ok());
   CHECK(ok->blocks.size() == 1);
-  {
-    std::ofstream(path) << R"({"base_bytes": true})";
-  }
+  { std::ofstream(path) << R"({"base_bytes": true})"; }
   auto bad = LoadInstanceFile(path);
   REQUIRE_FALSE(bad.ok());
   CHECK(std::string(bad.status().message()).rfind(path + ": base_bytes", 0) ==

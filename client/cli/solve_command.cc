@@ -138,11 +138,11 @@ void AddSolveCommand(CLI::App* app, int* exit_code) {
                   "byte fields take integers or sizes like \"6GiB\"")
       ->required();
   cmd->add_option("--solver", options->solver,
-                  "One of " + absl::StrJoin(SolverNames(), ", ") +
-                      ", or all")
+                  "One of " + absl::StrJoin(SolverNames(), ", ") + ", or all")
       ->capture_default_str();
-  cmd->add_option("-o,--output", options->output, "table or json (one JSON "
-                                                  "object per line per solver)")
+  cmd->add_option("-o,--output", options->output,
+                  "table or json (one JSON "
+                  "object per line per solver)")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json"}));
   cmd->footer(kExitCodesHelp);

@@ -16,7 +16,7 @@ namespace remat {
 namespace cli {
 
 struct SolveOptions {
-  std::string instance_path;  // required
+  std::string instance_path;     // required
   std::string solver = "exact";  // a SolverNames() entry, or "all"
   std::string output = "table";  // "table" or "json"
 };
@@ -25,8 +25,7 @@ struct SolveOptions {
 // from exit_codes.h: kExitOk when every requested plan fits,
 // kExitInfeasible when at least one does not (the plans are printed
 // anyway), kExitUsage for bad input or an unknown solver.
-int RunSolve(const SolveOptions& options, std::ostream& out,
-             std::ostream& err);
+int RunSolve(const SolveOptions& options, std::ostream& out, std::ostream& err);
 
 // Adds the `solve` subcommand to `app`. When it runs, its exit code is
 // stored in *exit_code (which must outlive app's parsing).
