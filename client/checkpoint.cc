@@ -69,7 +69,7 @@ struct RngState {
   c10::optional<c10::Device> device;  // an accelerator, when the input is on one
   at::Tensor device_state;
 
-  static at::Tensor Get(const at::Generator& gen) {
+  static at::Tensor Get(at::Generator gen) {
     std::lock_guard<std::mutex> lock(gen.mutex());
     return gen.get_state();
   }

@@ -121,12 +121,16 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
 TORCH_MODULE(CheckpointedSequential);
 
 struct PlannedModelOptions {
+  // Aliases: TORCH_ARG spells its setter's parameter `const T&`.
+  using MemorySourcePtr = MemorySource*;
+  using TraceRecorderPtr = TraceRecorder*;
+
   // Where step peaks and (on COLLECT) block sizes are measured. Not owned;
   // null: no measurement, so COLLECT steps run the safe plan and report
   // nothing, and outcomes carry no peak.
-  TORCH_ARG(MemorySource*, memory) = nullptr;
+  TORCH_ARG(MemorySourcePtr, memory) = nullptr;
   // Collected samples are also appended here when set. Not owned.
-  TORCH_ARG(TraceRecorder*, trace) = nullptr;
+  TORCH_ARG(TraceRecorderPtr, trace) = nullptr;
   TORCH_ARG(PlanChooserOptions, chooser) = {};
   // Report each planned step's measured peak and time (calibration).
   TORCH_ARG(bool, report_outcomes) = true;
