@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "client/runtime.h"
 #include "collector/block_sampler.h"
@@ -36,12 +36,12 @@ namespace {
 struct EncoderLayerImpl : torch::nn::Module {
   EncoderLayerImpl(int64_t d, int64_t heads, int64_t ff, double p)
       : heads(heads),
-        ln1(register_module("ln1", torch::nn::LayerNorm(
-                                       torch::nn::LayerNormOptions({d})))),
+        ln1(register_module(
+            "ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})))),
         qkv(register_module("qkv", torch::nn::Linear(d, 3 * d))),
         proj(register_module("proj", torch::nn::Linear(d, d))),
-        ln2(register_module("ln2", torch::nn::LayerNorm(
-                                       torch::nn::LayerNormOptions({d})))),
+        ln2(register_module(
+            "ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})))),
         up(register_module("up", torch::nn::Linear(d, ff))),
         down(register_module("down", torch::nn::Linear(ff, d))),
         drop(register_module("drop", torch::nn::Dropout(p))) {}
@@ -50,7 +50,8 @@ struct EncoderLayerImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     const int64_t b = x.size(0), s = x.size(1), d = x.size(2);
     const int64_t hd = d / heads;
-    auto parts = qkv(ln1(x)).view({b, s, 3, heads, hd}).permute({2, 0, 3, 1, 4});
+    auto parts =
+        qkv(ln1(x)).view({b, s, 3, heads, hd}).permute({2, 0, 3, 1, 4});
     torch::Tensor q = parts[0], k = parts[1], v = parts[2];  // [b, h, s, hd]
     torch::Tensor scores =
         torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(hd));
@@ -169,8 +170,8 @@ int Main() {
     }
     const int64_t input_bytes = static_cast<int64_t>(in.nbytes());
     const BlockMeasurement& m = collected.blocks[i];
-    const double act_err =
-        std::abs(double(m.act_bytes - act_bytes)) / std::max<int64_t>(1, act_bytes);
+    const double act_err = std::abs(double(m.act_bytes - act_bytes)) /
+                           std::max<int64_t>(1, act_bytes);
     const double in_err = std::abs(double(m.input_bytes - input_bytes)) /
                           std::max<int64_t>(1, input_bytes);
     max_rel_err = std::max({max_rel_err, act_err, in_err});

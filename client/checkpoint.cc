@@ -1,6 +1,7 @@
 #include "client/checkpoint.h"
 
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include <ATen/Context.h>
@@ -66,7 +67,8 @@ class AutocastScope {
 // RNG states of the generators a block may draw from.
 struct RngState {
   at::Tensor cpu;
-  c10::optional<c10::Device> device;  // an accelerator, when the input is on one
+  // The input's device when it is an accelerator.
+  std::optional<c10::Device> device;
   at::Tensor device_state;
 
   static at::Tensor Get(at::Generator gen) {
@@ -108,7 +110,7 @@ struct CheckpointState : torch::CustomClassHolder {
   std::vector<at::Tensor> params;
   std::vector<bool> param_requires_grad;
   AutocastState autocast;
-  c10::optional<RngState> rng;
+  std::optional<RngState> rng;
 };
 
 constexpr char kStateKey[] = "remat.checkpoint";
@@ -135,9 +137,8 @@ class CheckpointFunction
     TORCH_CHECK(output.defined(),
                 "remat::Checkpoint: the block returned an undefined tensor");
     ctx->save_for_backward({input});
-    ctx->saved_data[kStateKey] =
-        c10::IValue::make_capsule(c10::intrusive_ptr<torch::CustomClassHolder>(
-            std::move(state)));
+    ctx->saved_data[kStateKey] = c10::IValue::make_capsule(
+        c10::intrusive_ptr<torch::CustomClassHolder>(std::move(state)));
     return output;
   }
 
@@ -157,7 +158,7 @@ class CheckpointFunction
 
     // Fork the RNG: restore the forward's state for the recompute, then
     // give the caller back the stream it had.
-    c10::optional<RngState> caller_rng;
+    std::optional<RngState> caller_rng;
     if (state->rng) {
       caller_rng = RngState::Capture(input);
       state->rng->Restore();
@@ -209,9 +210,8 @@ at::Tensor Checkpoint(BlockFunction block, const at::Tensor& input,
   TORCH_CHECK(input.defined(), "remat::Checkpoint: input is undefined");
   bool needs_graph = at::GradMode::is_enabled() && input.requires_grad();
   for (const at::Tensor& p : params) {
-    needs_graph = needs_graph ||
-                  (at::GradMode::is_enabled() && p.defined() &&
-                   p.requires_grad());
+    needs_graph = needs_graph || (at::GradMode::is_enabled() && p.defined() &&
+                                  p.requires_grad());
   }
   if (!needs_graph) return block(input);
   auto state = c10::make_intrusive<CheckpointState>();

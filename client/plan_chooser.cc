@@ -92,9 +92,9 @@ absl::Status PlanChooser::CheckActions(const ModelSpec& model,
           field + " is OFFLOAD, which this runtime does not support yet");
     }
     if (actions[i] != Action::kKeep && !model.blocks[i].checkpointable) {
-      return absl::InvalidArgumentError(
-          field + " recomputes block '" + model.blocks[i].name +
-          "', which is not checkpointable");
+      return absl::InvalidArgumentError(field + " recomputes block '" +
+                                        model.blocks[i].name +
+                                        "', which is not checkpointable");
     }
   }
   return absl::OkStatus();

@@ -15,9 +15,8 @@ const Action K = Action::kKeep;
 const Action R = Action::kRecompute;
 
 ModelSpec Model() {
-  return ModelSpec{"m",
-                   {"batch", "seq"},
-                   {{"embed", false}, {"l0", true}, {"l1", true}}};
+  return ModelSpec{
+      "m", {"batch", "seq"}, {{"embed", false}, {"l0", true}, {"l1", true}}};
 }
 
 // A scripted planner: answers with `next` (plan or error), buckets with

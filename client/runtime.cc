@@ -70,9 +70,7 @@ torch::Tensor CheckpointedSequentialImpl::forward(
         options.block_index = static_cast<int>(i);
         torch::nn::AnyModule module = block.module;
         x = Checkpoint(
-            [module](const at::Tensor& t) mutable {
-              return module.forward(t);
-            },
+            [module](const at::Tensor& t) mutable { return module.forward(t); },
             x, block.module.ptr()->parameters(), options);
         break;
       }
@@ -130,8 +128,9 @@ PlannedModel::Step::Step(PlannedModel* owner, Features features,
 PlannedModel::Step::~Step() { Finish().IgnoreError(); }
 
 torch::Tensor PlannedModel::Step::forward(const torch::Tensor& input) {
-  TORCH_CHECK(!began_, "PlannedModel::Step::forward runs once per step; "
-                       "begin a new step for the next batch");
+  TORCH_CHECK(!began_,
+              "PlannedModel::Step::forward runs once per step; "
+              "begin a new step for the next batch");
   TORCH_CHECK(!finished_, "PlannedModel::Step: forward after Finish");
   began_ = true;
   start_ = std::chrono::steady_clock::now();

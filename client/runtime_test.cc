@@ -204,7 +204,8 @@ TEST_CASE("retain_graph allows a second backward with equal gradients",
   torch::Tensor x = torch::randn({3, 8}, torch::requires_grad());
   torch::Tensor loss = model->forward(x, {K, R, R, R, R}).sum();
   loss.backward({}, /*retain_graph=*/true);
-  torch::Tensor first = model->named_parameters()["b1.up.weight"].grad().clone();
+  torch::Tensor first =
+      model->named_parameters()["b1.up.weight"].grad().clone();
   loss.backward();
   torch::Tensor twice = model->named_parameters()["b1.up.weight"].grad();
   REQUIRE(torch::equal(twice, first * 2));
@@ -217,8 +218,8 @@ TEST_CASE("autograd::grad reaches parameters of checkpointed blocks",
   torch::manual_seed(1);
   torch::Tensor x = torch::randn({3, 8});
   auto plain = torch::autograd::grad({model->forward(x).sum()}, {w});
-  auto ckpt = torch::autograd::grad(
-      {model->forward(x, {K, R, R, R, R}).sum()}, {w});
+  auto ckpt =
+      torch::autograd::grad({model->forward(x, {K, R, R, R, R}).sum()}, {w});
   REQUIRE(torch::equal(plain[0], ckpt[0]));
   REQUIRE_FALSE(w.grad().defined());  // grad() does not accumulate
 }
@@ -226,7 +227,8 @@ TEST_CASE("autograd::grad reaches parameters of checkpointed blocks",
 TEST_CASE("Checkpoint without anything needing grad just runs the block",
           "[checkpoint]") {
   torch::Tensor x = torch::ones({2, 2});
-  torch::Tensor y = Checkpoint([](const at::Tensor& t) { return t * 3; }, x, {});
+  torch::Tensor y =
+      Checkpoint([](const at::Tensor& t) { return t * 3; }, x, {});
   REQUIRE_FALSE(y.requires_grad());
   REQUIRE(torch::equal(y, torch::full({2, 2}, 3.0)));
   torch::NoGradGuard no_grad;
@@ -265,8 +267,8 @@ TEST_CASE("the runtime describes the model to the planner", "[runtime]") {
   CHECK(ValidateModelSpec(spec).ok());
   // Parameters: in (8*16+16) + 3 * (16*64+64 + 64*16+16) + out (16*4+4),
   // floats.
-  const int64_t params = (8 * 16 + 16) + 3 * (16 * 64 + 64 + 64 * 16 + 16) +
-                         (16 * 4 + 4);
+  const int64_t params =
+      (8 * 16 + 16) + 3 * (16 * 64 + 64 + 64 * 16 + 16) + (16 * 4 + 4);
   CHECK(model->resident_bytes() == params * 4);
 }
 
@@ -360,8 +362,8 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   planner.fail = absl::UnavailableError("daemon restarting");
   auto safe = planned.BeginStep({7}, 1 << 30);
   CHECK(safe->choice().source == PlanSource::kSafe);
-  CHECK(safe->choice().actions == PlanChooser::SafeActions(
-                                      planned.model()->spec()));
+  CHECK(safe->choice().actions ==
+        PlanChooser::SafeActions(planned.model()->spec()));
   REQUIRE(run(*safe).ok());
 }
 

@@ -20,8 +20,8 @@ void BlockSampler::BeginStep(int64_t resident_bytes) {
   std::fill(measured_.begin(), measured_.end(), false);
   source_->reset_peak();
   begin_bytes_ = source_->current_bytes();
-  base_bytes_ = source_->absolute() ? begin_bytes_
-                                    : begin_bytes_ + resident_bytes;
+  base_bytes_ =
+      source_->absolute() ? begin_bytes_ : begin_bytes_ + resident_bytes;
 }
 
 void BlockSampler::BeforeBlock(int index, int64_t input_bytes) {

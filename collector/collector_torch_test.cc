@@ -70,9 +70,7 @@ struct MlpImpl : torch::nn::Module {
   MlpImpl(int64_t in, int64_t hidden, int64_t out)
       : a(register_module("a", torch::nn::Linear(in, hidden))),
         b(register_module("b", torch::nn::Linear(hidden, out))) {}
-  torch::Tensor forward(const torch::Tensor& x) {
-    return b(torch::relu(a(x)));
-  }
+  torch::Tensor forward(const torch::Tensor& x) { return b(torch::relu(a(x))); }
   torch::nn::Linear a;
   torch::nn::Linear b;
 };
@@ -122,8 +120,7 @@ void CheckKnownSizes(const Sample& s, int64_t batch) {
   for (const BlockMeasurement& m : s.blocks) CHECK(m.forward_ns > 0);
 }
 
-TEST_CASE("measured block sizes equal the analytic ones (CPU)",
-          "[sampler]") {
+TEST_CASE("measured block sizes equal the analytic ones (CPU)", "[sampler]") {
   CpuMemoryTracker tracker;
   for (int64_t batch : {8, 24}) {
     INFO("batch " << batch);
@@ -205,9 +202,9 @@ TEST_CASE("recomputing a block lowers the measured peak by its bytes",
   // is on by default), a tensor the memory model does not know about.
   const int64_t rng_bytes =
       static_cast<int64_t>(at::globalContext()
-          .defaultGenerator(c10::DeviceType::CPU)
-          .get_state()
-          .nbytes());
+                               .defaultGenerator(c10::DeviceType::CPU)
+                               .get_state()
+                               .nbytes());
   const int64_t a = s.blocks[1].act_bytes;
   const int64_t x = s.blocks[1].input_bytes;
   auto drop = [&](const std::vector<Action>& plan) {
@@ -277,8 +274,7 @@ TEST_CASE("CUDA allocator statistics track allocations", "[cuda]") {
 #endif
 }
 
-TEST_CASE("measured block sizes equal the analytic ones (CUDA)",
-          "[cuda]") {
+TEST_CASE("measured block sizes equal the analytic ones (CUDA)", "[cuda]") {
 #ifndef REMAT_WITH_CUDA
   SUCCEED("built without CUDA (--define=cuda=on): skipped");
 #else

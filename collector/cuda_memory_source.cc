@@ -7,20 +7,25 @@ namespace {
 
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
-const alloc::Stat& Allocated(const alloc::DeviceStats& stats) {
-  return stats.allocated_bytes[static_cast<size_t>(alloc::StatType::AGGREGATE)];
-}
+// Index of the aggregate (all pools) statistic in DeviceStats' arrays:
+// StatType::AGGREGATE is 0 in every version. The index is spelled as a
+// number because the Stat and StatType types moved between namespaces in
+// LibTorch 2.x (c10::CachingAllocator, c10::CachingDeviceAllocator), while
+// getDeviceStats and the field names stayed.
+constexpr size_t kAggregate = 0;
 
 }  // namespace
 
 CudaMemorySource::CudaMemorySource(int device_index) : device_(device_index) {}
 
 int64_t CudaMemorySource::current_bytes() const {
-  return Allocated(alloc::getDeviceStats(device_)).current;
+  const auto stats = alloc::getDeviceStats(device_);
+  return stats.allocated_bytes[kAggregate].current;
 }
 
 int64_t CudaMemorySource::peak_bytes() const {
-  return Allocated(alloc::getDeviceStats(device_)).peak;
+  const auto stats = alloc::getDeviceStats(device_);
+  return stats.allocated_bytes[kAggregate].peak;
 }
 
 void CudaMemorySource::reset_peak() { alloc::resetPeakStats(device_); }

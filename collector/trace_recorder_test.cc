@@ -1,12 +1,12 @@
 #include "collector/trace_recorder.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -41,10 +41,9 @@ Sample MakeSample(double batch) {
 
 TEST_CASE("trace columns follow the model") {
   std::vector<std::string> expected = {
-      "feature.batch",  "feature.seq",      "act_bytes.b0",
-      "input_bytes.b0", "forward_ns.b0",    "act_bytes.b1",
-      "input_bytes.b1", "forward_ns.b1",    "base_bytes",
-      "peak_bytes"};
+      "feature.batch", "feature.seq",  "act_bytes.b0",   "input_bytes.b0",
+      "forward_ns.b0", "act_bytes.b1", "input_bytes.b1", "forward_ns.b1",
+      "base_bytes",    "peak_bytes"};
   CHECK(TraceColumns(Model()) == expected);
 }
 

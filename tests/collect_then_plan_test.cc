@@ -41,7 +41,8 @@ CheckpointedSequential MakeModel() {
   torch::manual_seed(0);
   auto seq = CheckpointedSequential(
       RuntimeOptions().model_name("mlp_chain").feature_names({"batch"}));
-  for (int i = 0; i < 6; ++i) seq->push_back("mlp" + std::to_string(i), Mlp(64));
+  for (int i = 0; i < 6; ++i)
+    seq->push_back("mlp" + std::to_string(i), Mlp(64));
   return seq;
 }
 
@@ -76,8 +77,7 @@ TEST_CASE("steps collect until the estimator is trusted, then plan") {
   // Trusted now: a plan, and with room to spare it keeps everything.
   auto roomy = planned.BeginStep({40}, huge);
   REQUIRE(roomy->choice().source == PlanSource::kPlanner);
-  CHECK(roomy->choice().actions ==
-        std::vector<Action>(6, Action::kKeep));
+  CHECK(roomy->choice().actions == std::vector<Action>(6, Action::kKeep));
   REQUIRE(RunStep(*roomy, 40).ok());
   const int64_t keep_peak = *roomy->measured_peak_bytes();
 
@@ -90,7 +90,8 @@ TEST_CASE("steps collect until the estimator is trusted, then plan") {
   auto tight = planned.BeginStep({40}, budget);
   if (tight->choice().source == PlanSource::kPlanner) {
     int recomputed = 0;
-    for (Action a : tight->choice().actions) recomputed += a == Action::kRecompute;
+    for (Action a : tight->choice().actions)
+      recomputed += a == Action::kRecompute;
     CHECK(recomputed >= 1);
     REQUIRE(RunStep(*tight, 40).ok());
     CHECK(*tight->measured_peak_bytes() <= budget);

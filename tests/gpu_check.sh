@@ -17,7 +17,11 @@
 #   * Catch2 v2's single header: REMAT_CATCH2_INCLUDE (default
 #     /usr/include), holding catch2/catch.hpp.
 # The CUDA memory source and the checkpoint function need neither; the
-# runtime's planner interface and the sampler use absl::Status.
+# runtime's planner interface and the sampler use absl::Status. A machine
+# without abseil can use a copy of Debian 12's: /usr/include/absl and
+# /usr/lib/x86_64-linux-gnu/libabsl_*.so* (links dereferenced, under both
+# the .so and the .so.20220623 names) put in one prefix; the same for
+# /usr/include/catch2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
