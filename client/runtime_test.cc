@@ -3,7 +3,12 @@
 // compares loss, input gradient and every parameter gradient bit for bit
 // (torch::equal). CPU kernels used here are deterministic for fixed shapes
 // and thread counts, so no tolerance is needed.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -365,6 +370,40 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   CHECK(safe->choice().actions ==
         PlanChooser::SafeActions(planned.model()->spec()));
   REQUIRE(run(*safe).ok());
+}
+
+TEST_CASE("collected samples are appended to the trace", "[runtime]") {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/remat_trace_" +
+                           std::to_string(::getpid()) + ".csv";
+  std::remove(path.c_str());
+  FakePlanner planner;
+  planner.samples_needed = 2;
+  CpuMemoryTracker tracker;
+  CheckpointedSequential model = MakeModel();
+  TraceRecorder trace(model->spec(), std::make_unique<CsvFileTraceSink>(path));
+  PlannedModel planned(model, &planner,
+                       PlannedModelOptions().memory(&tracker).trace(&trace));
+  for (int64_t batch : {3, 5}) {
+    auto step = planned.BeginStep({double(batch)}, 1 << 30);
+    REQUIRE(step->choice().collect());
+    step->forward(torch::randn({batch, 8}, torch::requires_grad()))
+        .sum()
+        .backward();
+    REQUIRE(step->Finish().ok());
+  }
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].rfind("feature.batch,act_bytes.in,input_bytes.in,", 0) == 0);
+  CHECK(lines[1].rfind("3,", 0) == 0);
+  CHECK(lines[2].rfind("5,", 0) == 0);
+  // Block "out" retains its output (batch x 4 floats) and its input is
+  // batch x 16 floats: adjacent act_bytes.out and input_bytes.out cells.
+  CHECK(lines[2].find("," + std::to_string(5 * 4 * 4) + "," +
+                      std::to_string(5 * 16 * 4) + ",") != std::string::npos);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("a collect step without backward reports an error, not a crash",
