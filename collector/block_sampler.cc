@@ -31,12 +31,15 @@ void BlockSampler::BeforeBlock(int index, int64_t input_bytes) {
   open_block_ = index;
   blocks_[index].input_bytes = input_bytes;
   open_bytes_ = source_->current_bytes();
+  // Device work queued before the block must not be timed as the block's.
+  source_->Synchronize();
   open_time_ = Clock::now();
 }
 
 void BlockSampler::AfterBlock(int index) {
-  const Clock::time_point end = Clock::now();
   if (!in_step_ || index != open_block_) return;
+  source_->Synchronize();
+  const Clock::time_point end = Clock::now();
   const int64_t after = source_->current_bytes();
   BlockMeasurement& m = blocks_[index];
   // A block that frees more than it allocates (e.g. an in-place op on a

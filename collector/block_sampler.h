@@ -12,7 +12,8 @@
 //                 before it: what the block saved for backward plus its
 //                 output (temporaries are freed by then);
 //   input_bytes = the size of the block's input tensor;
-//   forward_ns  = steady-clock time of that forward;
+//   forward_ns  = steady-clock time of that forward, the device
+//                 synchronised on both ends (MemorySource::Synchronize);
 // and for the step base_bytes (alive at BeginStep) and peak_bytes (the
 // source's peak from BeginStep to EndStep).
 //

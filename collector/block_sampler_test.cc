@@ -42,6 +42,8 @@ TEST_CASE("sampler turns a scripted step into a sample") {
   CHECK(*sample->base_bytes == 1000);
   // Peak: 1000 + 150 + 150 (block 1's recompute with its temporary).
   CHECK(*sample->peak_bytes == 1300);
+  // The device is synchronised around each timed block.
+  CHECK(mem.synchronize_calls() == 4);
 }
 
 TEST_CASE("a relative source reports its peak above the resident bytes") {

@@ -1,6 +1,7 @@
 #include "collector/cuda_memory_source.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 namespace remat {
 namespace {
@@ -29,5 +30,7 @@ int64_t CudaMemorySource::peak_bytes() const {
 }
 
 void CudaMemorySource::reset_peak() { alloc::resetPeakStats(device_); }
+
+void CudaMemorySource::Synchronize() { c10::cuda::device_synchronize(); }
 
 }  // namespace remat

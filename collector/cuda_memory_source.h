@@ -22,6 +22,8 @@ class CudaMemorySource final : public MemorySource {
   int64_t current_bytes() const override;
   int64_t peak_bytes() const override;
   void reset_peak() override;
+  // Waits for the device (c10::cuda::device_synchronize).
+  void Synchronize() override;
 
   int device_index() const { return device_; }
 

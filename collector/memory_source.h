@@ -37,6 +37,11 @@ class MemorySource {
   // alive before (parameters, the batch) itself.
   virtual bool absolute() const { return true; }
 
+  // Waits until the device has finished the work queued so far, so that a
+  // host clock read after it measures device time (the sampler's
+  // forward_ns). A no-op for host memory.
+  virtual void Synchronize() {}
+
   // Whatever the source needs installed on the calling thread while a step
   // runs; nullptr when it needs nothing. The caller keeps the returned
   // object alive for the step and destroys it on the same thread.
@@ -61,11 +66,14 @@ class FakeMemorySource final : public MemorySource {
   int64_t peak_bytes() const override { return peak_; }
   void reset_peak() override { peak_ = current_; }
   bool absolute() const override { return absolute_; }
+  void Synchronize() override { ++synchronize_calls_; }
+  int synchronize_calls() const { return synchronize_calls_; }
 
  private:
   int64_t current_;
   int64_t peak_;
   bool absolute_;
+  int synchronize_calls_ = 0;
 };
 
 }  // namespace remat
