@@ -34,21 +34,32 @@ BUILD_DIR=${REMAT_GPU_BUILD_DIR:-$(mktemp -d)}
 skip() { echo "gpu_check: SKIPPED: $*"; exit 77; }
 fail() { echo "gpu_check: FAILED: $*" >&2; exit 1; }
 
-command -v "$PYTHON" >/dev/null || skip "no $PYTHON, so no PyTorch"
-probe='import os, torch
+# REMAT_GPU_CHECK_REHEARSAL=1 with REMAT_TORCH_ROOT=<a CPU LibTorch root>
+# runs every step but the CUDA ones (no CUDA source, [cuda] cases skip), to
+# check this script itself on a machine without a GPU; it ends with 77.
+REHEARSAL=${REMAT_GPU_CHECK_REHEARSAL:-0}
+if [ "$REHEARSAL" = 1 ]; then
+  TORCH_ROOT=${REMAT_TORCH_ROOT:?set REMAT_TORCH_ROOT for a rehearsal}
+  CXX11_ABI=${REMAT_CXX11_ABI:-1}
+  echo "gpu_check: REHEARSAL without CUDA against $TORCH_ROOT"
+else
+  command -v "$PYTHON" >/dev/null || skip "no $PYTHON, so no PyTorch"
+  probe='import os, torch
 print(os.path.dirname(torch.__file__))
 print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
 print(int(torch.cuda.is_available()))
 print(torch.__version__)
 print(torch.version.cuda or "none")'
-info=$("$PYTHON" -c "$probe" 2>/dev/null) ||
-  skip "PyTorch is not installed for $PYTHON"
-TORCH_ROOT=$(sed -n 1p <<<"$info")
-CXX11_ABI=$(sed -n 2p <<<"$info")
-HAVE_GPU=$(sed -n 3p <<<"$info")
-echo "gpu_check: PyTorch $(sed -n 4p <<<"$info") (CUDA $(sed -n 5p <<<"$info")) at $TORCH_ROOT"
-[ "$HAVE_GPU" = 1 ] || skip "torch.cuda.is_available() is false"
-[ -e "$TORCH_ROOT/lib/libc10_cuda.so" ] || skip "this PyTorch has no CUDA libraries"
+  info=$("$PYTHON" -c "$probe" 2>/dev/null) ||
+    skip "PyTorch is not installed for $PYTHON"
+  TORCH_ROOT=$(sed -n 1p <<<"$info")
+  CXX11_ABI=$(sed -n 2p <<<"$info")
+  HAVE_GPU=$(sed -n 3p <<<"$info")
+  echo "gpu_check: PyTorch $(sed -n 4p <<<"$info") (CUDA $(sed -n 5p <<<"$info")) at $TORCH_ROOT"
+  [ "$HAVE_GPU" = 1 ] || skip "torch.cuda.is_available() is false"
+  [ -e "$TORCH_ROOT/lib/libc10_cuda.so" ] ||
+    skip "this PyTorch has no CUDA libraries"
+fi
 
 command -v "$CXX" >/dev/null || fail "no C++ compiler ($CXX); set CXX"
 [ -e "$ABSL_PREFIX/include/absl/status/status.h" ] ||
@@ -61,14 +72,21 @@ done
 [ -e "$CATCH2_INCLUDE/catch2/catch.hpp" ] ||
   fail "catch2/catch.hpp not found under $CATCH2_INCLUDE; set REMAT_CATCH2_INCLUDE"
 
-CXXFLAGS=(-std=c++17 -O1 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$CXX11_ABI"
-  -DREMAT_WITH_CUDA -I.
+CXXFLAGS=(-std=c++17 -O1 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$CXX11_ABI" -I.
   -isystem "$TORCH_ROOT/include"
-  -isystem "$TORCH_ROOT/include/torch/csrc/api/include"
-  -isystem "$ABSL_PREFIX/include" -isystem "$CATCH2_INCLUDE")
+  -isystem "$TORCH_ROOT/include/torch/csrc/api/include")
+# /usr/include is searched already; naming it with -isystem would break the
+# C++ library's #include_next.
+for dir in "$ABSL_PREFIX/include" "$CATCH2_INCLUDE"; do
+  [ "$(realpath "$dir")" = /usr/include ] || CXXFLAGS+=(-isystem "$dir")
+done
 LIBS=(-L"$TORCH_ROOT/lib" -Wl,-rpath,"$TORCH_ROOT/lib" -Wl,--no-as-needed
-  -ltorch -ltorch_cpu -lc10 -ltorch_cuda -lc10_cuda -Wl,--as-needed
-  -L"$ABSL_LIB" -Wl,-rpath,"$ABSL_LIB")
+  -ltorch -ltorch_cpu -lc10)
+if [ "$REHEARSAL" != 1 ]; then
+  CXXFLAGS+=(-DREMAT_WITH_CUDA)
+  LIBS+=(-ltorch_cuda -lc10_cuda)
+fi
+LIBS+=(-Wl,--as-needed -L"$ABSL_LIB" -Wl,-rpath,"$ABSL_LIB")
 for l in statusor status cord cordz_info cord_internal cordz_functions \
          cordz_handle exponential_biased hash city low_level_hash \
          raw_hash_set hashtablez_sampler bad_optional_access \
@@ -81,23 +99,28 @@ for l in statusor status cord cordz_info cord_internal cordz_functions \
 done
 LIBS+=(-lpthread)
 
-LIB_SRCS=(collector/cuda_memory_source.cc collector/cpu_memory_tracker.cc
+LIB_SRCS=(collector/cpu_memory_tracker.cc
   collector/block_sampler.cc collector/trace_recorder.cc
   client/checkpoint.cc client/plan_chooser.cc client/runtime.cc
-  planner/model.cc third_party/catch2_main.cc)
+  planner/model.cc planner/plan.cc third_party/catch2_main.cc)
 TEST_SRCS=(collector/collector_torch_test.cc client/runtime_test.cc)
+[ "$REHEARSAL" = 1 ] || LIB_SRCS+=(collector/cuda_memory_source.cc)
 
-echo "gpu_check: compiling $(( ${#LIB_SRCS[@]} + ${#TEST_SRCS[@]} )) files in $BUILD_DIR"
-pids=()
+mkdir -p "$BUILD_DIR"
+JOBS=${REMAT_GPU_CHECK_JOBS:-$(nproc)}
+echo "gpu_check: compiling $(( ${#LIB_SRCS[@]} + ${#TEST_SRCS[@]} )) files in $BUILD_DIR ($JOBS at a time)"
 for src in "${LIB_SRCS[@]}" "${TEST_SRCS[@]}"; do
   obj="$BUILD_DIR/$(tr / _ <<<"${src%.cc}").o"
-  "$CXX" "${CXXFLAGS[@]}" -c "$src" -o "$obj" 2>"$obj.log" &
-  pids+=("$!:$src:$obj")
+  rm -f "$obj.ok"
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  ( "$CXX" "${CXXFLAGS[@]}" -c "$src" -o "$obj" && touch "$obj.ok" ) \
+    >"$obj.log" 2>&1 &
 done
+wait || true
 status=0
-for entry in "${pids[@]}"; do
-  IFS=: read -r pid src obj <<<"$entry"
-  if ! wait "$pid"; then
+for src in "${LIB_SRCS[@]}" "${TEST_SRCS[@]}"; do
+  obj="$BUILD_DIR/$(tr / _ <<<"${src%.cc}").o"
+  if [ ! -e "$obj.ok" ]; then
     echo "gpu_check: compiling $src failed:" >&2
     head -60 "$obj.log" >&2
     status=1
@@ -113,6 +136,11 @@ for src in "${TEST_SRCS[@]}"; do
     "${LIB_OBJS[@]}" "${LIBS[@]}" || fail "linking $name"
 done
 
+if [ "$REHEARSAL" = 1 ]; then
+  "$BUILD_DIR/collector_torch_test" || fail "collector_torch_test"
+  "$BUILD_DIR/runtime_test" || fail "runtime_test"
+  skip "rehearsal passed; the CUDA path was not checked"
+fi
 echo "gpu_check: [cuda] cases"
 out=$("$BUILD_DIR/collector_torch_test" "[cuda]" --success 2>&1) || {
   echo "$out"; fail "[cuda] cases"; }
