@@ -1,0 +1,58 @@
+// Activation checkpointing for one block: keep only the block's input in
+// forward, recompute the block in backward.
+//
+// Checkpoint(block, input, params) runs `block` under NoGradGuard, so none
+// of its intermediate tensors are kept; it saves only the input, the RNG
+// state (when preserve_rng is on) and the autocast state. In backward it
+// restores that RNG state (forking: the caller's RNG stream is left as it
+// was), re-runs the block with grad enabled under the saved autocast state,
+// and backpropagates the incoming gradient to the input and to `params`.
+// The result is bit-for-bit what running the block normally gives,
+// dropout included.
+//
+// The parameters are inputs of the autograd node, so their gradients flow
+// through the graph like any other: loss.backward() accumulates them into
+// .grad, and torch::autograd::grad(loss, params) returns them, whether or
+// not the input requires grad.
+//
+// Limits: no double backward (create_graph) through a checkpointed block;
+// a second backward through the same graph fails like autograd's own
+// ("Trying to backward through the graph a second time") unless the first
+// used retain_graph. The block must be a pure function of its input,
+// parameters and RNG (no in-place updates of outside state in forward).
+#ifndef REMAT_CLIENT_CHECKPOINT_H_
+#define REMAT_CLIENT_CHECKPOINT_H_
+
+#include <functional>
+#include <vector>
+
+#include <ATen/Tensor.h>
+
+#include "collector/block_observer.h"
+
+namespace remat {
+
+struct CheckpointOptions {
+  // Save the RNG state of the CPU generator (and of the input's device
+  // generator, for accelerator inputs) in forward and restore it for the
+  // recompute. Needed for dropout; off saves one state copy per block.
+  bool preserve_rng = true;
+  // Called around the recompute in backward (not in forward), with
+  // `block_index`; may be null. Must outlive the backward pass.
+  BlockObserver* observer = nullptr;
+  int block_index = -1;
+};
+
+using BlockFunction = std::function<at::Tensor(const at::Tensor&)>;
+
+// Returns block(input), with the block's activations freed until backward.
+// `params` are the tensors the block reads besides its input (its
+// parameters) that may need gradients. With grad mode off, or when neither
+// the input nor any parameter requires grad, this is just block(input).
+at::Tensor Checkpoint(BlockFunction block, const at::Tensor& input,
+                      const std::vector<at::Tensor>& params,
+                      const CheckpointOptions& options = {});
+
+}  // namespace remat
+
+#endif  // REMAT_CLIENT_CHECKPOINT_H_

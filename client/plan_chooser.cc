@@ -1,0 +1,198 @@
+#include "client/plan_chooser.h"
+
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+namespace remat {
+
+const char* PlanSourceName(PlanSource source) {
+  switch (source) {
+    case PlanSource::kLocalCache:
+      return "local_cache";
+    case PlanSource::kPlanner:
+      return "planner";
+    case PlanSource::kCollect:
+      return "collect";
+    case PlanSource::kLastGood:
+      return "last_good";
+    case PlanSource::kSafe:
+      return "safe";
+  }
+  return "unknown";
+}
+
+const std::vector<Action>* PlanChooser::Lru::Get(const Key& key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return nullptr;
+  order_.splice(order_.begin(), order_, it->second);
+  return &it->second->second;
+}
+
+void PlanChooser::Lru::Put(const Key& key, std::vector<Action> actions) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    it->second->second = std::move(actions);
+    order_.splice(order_.begin(), order_, it->second);
+    return;
+  }
+  order_.emplace_front(key, std::move(actions));
+  index_[key] = order_.begin();
+  while (order_.size() > capacity_) {
+    index_.erase(order_.back().first);
+    order_.pop_back();
+  }
+}
+
+void PlanChooser::Lru::MoveAllTo(Lru* other) {
+  // Oldest first, so the most recent ends up most recent in `other`.
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+    other->Put(it->first, it->second);
+  }
+  order_.clear();
+  index_.clear();
+}
+
+PlanChooser::PlanChooser(Planner* planner, ModelSpec model,
+                         PlanChooserOptions options)
+    : planner_(planner),
+      model_(std::move(model)),
+      options_(std::move(options)),
+      cache_(options_.cache_capacity < 1 ? 1 : options_.cache_capacity),
+      last_good_(options_.cache_capacity < 1 ? 1 : options_.cache_capacity) {
+  for (const std::string& name : model_.feature_names) {
+    auto it = options_.granularity.find(name);
+    double g = it != options_.granularity.end() ? it->second
+                                                : options_.default_granularity;
+    granularity_.push_back(g > 0 ? g : 1);
+  }
+}
+
+std::vector<Action> PlanChooser::SafeActions(const ModelSpec& model) {
+  std::vector<Action> actions;
+  actions.reserve(model.blocks.size());
+  for (const BlockSpec& b : model.blocks) {
+    actions.push_back(b.checkpointable ? Action::kRecompute : Action::kKeep);
+  }
+  return actions;
+}
+
+absl::Status PlanChooser::CheckActions(const ModelSpec& model,
+                                       const std::vector<Action>& actions) {
+  if (actions.size() != model.blocks.size()) {
+    return absl::InvalidArgumentError(
+        "plan.actions has " + std::to_string(actions.size()) +
+        " entries for a model of " + std::to_string(model.blocks.size()) +
+        " blocks");
+  }
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const std::string field = "plan.actions[" + std::to_string(i) + "]";
+    if (actions[i] == Action::kOffload) {
+      return absl::InvalidArgumentError(
+          field + " is OFFLOAD, which this runtime does not support yet");
+    }
+    if (actions[i] != Action::kKeep && !model.blocks[i].checkpointable) {
+      return absl::InvalidArgumentError(field + " recomputes block '" +
+                                        model.blocks[i].name +
+                                        "', which is not checkpointable");
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> PlanChooser::Bucket(const Features& features) const {
+  std::vector<int64_t> bucket;
+  bucket.reserve(features.size());
+  for (size_t i = 0; i < features.size(); ++i) {
+    const double g = i < granularity_.size() ? granularity_[i] : 1;
+    bucket.push_back(static_cast<int64_t>(std::ceil(features[i] / g) * g));
+  }
+  return bucket;
+}
+
+PlanChooserStats PlanChooser::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void PlanChooser::InvalidatePlans() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_.MoveAllTo(&last_good_);
+}
+
+PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
+  PlanChoice choice;
+  choice.bucket = key.first;
+  choice.planner_status = std::move(why);
+  if (const std::vector<Action>* good = last_good_.Get(key)) {
+    choice.actions = *good;
+    choice.source = PlanSource::kLastGood;
+    ++stats_.fallbacks_last_good;
+  } else {
+    choice.actions = SafeActions(model_);
+    choice.source = PlanSource::kSafe;
+    ++stats_.fallbacks_safe;
+  }
+  if (!warned_) {
+    warned_ = true;
+    std::fprintf(stderr,
+                 "remat: planner unavailable for model '%s' (%s); using the "
+                 "%s plan. Further fallbacks are counted, not logged.\n",
+                 model_.name.c_str(), choice.planner_status.ToString().c_str(),
+                 PlanSourceName(choice.source));
+  }
+  return choice;
+}
+
+PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
+  absl::Status valid = ValidateFeatures(model_, features);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!valid.ok()) {
+    return Fallback(Key{{}, budget_bytes}, valid);
+  }
+  const Key key{Bucket(features), budget_bytes};
+  if (const std::vector<Action>* hit = cache_.Get(key)) {
+    ++stats_.local_hits;
+    PlanChoice choice;
+    choice.actions = *hit;
+    choice.source = PlanSource::kLocalCache;
+    choice.bucket = key.first;
+    return choice;
+  }
+  if (!registered_) {
+    absl::Status s = planner_->RegisterModel(model_);
+    if (!s.ok()) return Fallback(key, s);
+    registered_ = true;
+  }
+  PlanRequest request;
+  request.model = model_.name;
+  request.features = features;
+  request.budget_bytes = budget_bytes;
+  request.solver = options_.solver;
+  ++stats_.planner_calls;
+  absl::StatusOr<PlanResult> result = planner_->GetPlan(request);
+  if (!result.ok()) return Fallback(key, result.status());
+  PlanChoice choice;
+  choice.bucket = key.first;
+  if (result->collect) {
+    ++stats_.collects;
+    choice.actions = SafeActions(model_);
+    choice.source = PlanSource::kCollect;
+    return choice;
+  }
+  if (result->plan == nullptr) {
+    return Fallback(key, absl::InternalError(
+                             "planner returned neither a plan nor COLLECT"));
+  }
+  absl::Status usable = CheckActions(model_, result->plan->actions);
+  if (!usable.ok()) return Fallback(key, usable);
+  choice.actions = result->plan->actions;
+  choice.source = PlanSource::kPlanner;
+  if (result->bucket == key.first) {
+    cache_.Put(key, choice.actions);
+    last_good_.Put(key, choice.actions);
+  }
+  return choice;
+}
+
+}  // namespace remat

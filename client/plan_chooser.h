@@ -1,0 +1,140 @@
+// PlanChooser: picks the actions for one batch, in front of a Planner.
+// No LibTorch: the runtime (runtime.h) calls it once per step.
+//
+// Order of preference:
+//   1. the local cache (an LRU of plans keyed by bucketed features and
+//      budget): a repeat costs no planner call;
+//   2. the planner's answer: a plan (cached locally when the planner's
+//      bucket equals the local one), or COLLECT (run the safe plan and
+//      measure; never cached);
+//   3. when the planner fails (unavailable, deadline, no plan fits, a
+//      malformed plan): the last good plan for this bucket and budget, else
+//      the safe plan (every checkpointable block recomputed). The first
+//      fallback is logged to stderr; later ones are only counted.
+//
+// The local bucket rounds each feature up to a multiple of its granularity,
+// the same rule as the planner's. Set the granularities to the planner's
+// (CoreOptions::granularity); when they differ, the planner's plans are
+// still used but not cached locally, so a mismatch costs calls, never
+// correctness: a plan is only ever reused for the bucket it was sized for.
+//
+// Thread safety: thread-safe.
+#ifndef REMAT_CLIENT_PLAN_CHOOSER_H_
+#define REMAT_CLIENT_PLAN_CHOOSER_H_
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/planner.h"
+#include "planner/model.h"
+#include "planner/plan.h"
+
+namespace remat {
+
+struct PlanChooserOptions {
+  // Plans kept locally (and, separately, last good plans). >= 1.
+  size_t cache_capacity = 256;
+  // Bucket granularity per feature name; others use default_granularity.
+  // Defaults match CoreOptions'.
+  std::map<std::string, double> granularity = {{"seq", 8}};
+  double default_granularity = 1;
+  // Passed to the planner; empty means the planner's default solver.
+  std::string solver;
+};
+
+enum class PlanSource {
+  kLocalCache,  // answered locally
+  kPlanner,     // the planner's plan
+  kCollect,     // the planner asked to collect: safe plan, measure
+  kLastGood,    // planner failed; the last good plan for the bucket
+  kSafe,        // planner failed; no good plan known: safe plan
+};
+
+const char* PlanSourceName(PlanSource source);
+
+struct PlanChoice {
+  std::vector<Action> actions;  // one per block; never OFFLOAD
+  PlanSource source = PlanSource::kSafe;
+  bool collect() const { return source == PlanSource::kCollect; }
+  std::vector<int64_t> bucket;  // the local bucket of the features
+  absl::Status planner_status;  // why the planner was not used, if it failed
+};
+
+struct PlanChooserStats {
+  uint64_t local_hits = 0;
+  uint64_t planner_calls = 0;
+  uint64_t collects = 0;
+  uint64_t fallbacks_last_good = 0;
+  uint64_t fallbacks_safe = 0;
+};
+
+class PlanChooser {
+ public:
+  // `planner` must outlive the chooser. The model is registered with the
+  // planner on first use (and again after a failed registration).
+  PlanChooser(Planner* planner, ModelSpec model,
+              PlanChooserOptions options = {});
+
+  // Never fails: the worst answer is the safe plan. Features are checked
+  // (ValidateFeatures); bad ones also get the safe plan, with the reason in
+  // planner_status.
+  PlanChoice Choose(const Features& features, int64_t budget_bytes);
+
+  // The planner's model changed (samples were reported): drop local plans
+  // so the next batches ask again. Plans stay available as last good ones.
+  void InvalidatePlans();
+
+  // Every checkpointable block RECOMPUTE, the rest KEEP.
+  static std::vector<Action> SafeActions(const ModelSpec& model);
+
+  // OK when `actions` can run on this model: one per block, KEEP for every
+  // non-checkpointable block, no OFFLOAD. INVALID_ARGUMENT otherwise.
+  static absl::Status CheckActions(const ModelSpec& model,
+                                   const std::vector<Action>& actions);
+
+  std::vector<int64_t> Bucket(const Features& features) const;
+  const ModelSpec& model() const { return model_; }
+  PlanChooserStats stats() const;
+
+ private:
+  using Key = std::pair<std::vector<int64_t>, int64_t>;  // bucket, budget
+
+  // A small LRU map; not thread-safe by itself (guarded by mu_).
+  class Lru {
+   public:
+    explicit Lru(size_t capacity) : capacity_(capacity) {}
+    const std::vector<Action>* Get(const Key& key);
+    void Put(const Key& key, std::vector<Action> actions);
+    void MoveAllTo(Lru* other);
+
+   private:
+    using Entry = std::pair<Key, std::vector<Action>>;
+    size_t capacity_;
+    std::list<Entry> order_;  // most recent first
+    std::map<Key, std::list<Entry>::iterator> index_;
+  };
+
+  PlanChoice Fallback(const Key& key, absl::Status why);
+
+  Planner* planner_;
+  ModelSpec model_;
+  PlanChooserOptions options_;
+  std::vector<double> granularity_;  // per feature
+
+  mutable std::mutex mu_;
+  bool registered_ = false;
+  bool warned_ = false;
+  Lru cache_;
+  Lru last_good_;
+  PlanChooserStats stats_;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_CLIENT_PLAN_CHOOSER_H_

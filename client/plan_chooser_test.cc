@@ -1,0 +1,201 @@
+#include "client/plan_chooser.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace remat {
+namespace {
+
+const Action K = Action::kKeep;
+const Action R = Action::kRecompute;
+
+ModelSpec Model() {
+  return ModelSpec{
+      "m", {"batch", "seq"}, {{"embed", false}, {"l0", true}, {"l1", true}}};
+}
+
+// A scripted planner: answers with `next` (plan or error), buckets with
+// `granularity` on seq, counts calls.
+class ScriptedPlanner final : public Planner {
+ public:
+  absl::Status RegisterModel(const ModelSpec& spec) override {
+    ++register_calls;
+    if (!register_status.ok()) return register_status;
+    registered = spec.name;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request) override {
+    ++plan_calls;
+    last_request = request;
+    if (!status.ok()) return status;
+    PlanResult result;
+    result.collect = collect;
+    if (!collect) {
+      auto plan = std::make_shared<Plan>();
+      plan->actions = actions;
+      plan->feasible = true;
+      result.plan = plan;
+    }
+    for (size_t i = 0; i < request.features.size(); ++i) {
+      double g = i == 1 ? seq_granularity : 1;
+      result.bucket.push_back(
+          static_cast<int64_t>(std::ceil(request.features[i] / g) * g));
+    }
+    return result;
+  }
+  absl::Status ReportSamples(const std::string&,
+                             const std::vector<Sample>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status ReportOutcome(const Outcome&) override {
+    return absl::OkStatus();
+  }
+
+  absl::Status register_status;
+  absl::Status status;
+  bool collect = false;
+  std::vector<Action> actions = {K, R, K};
+  double seq_granularity = 8;
+  int register_calls = 0;
+  int plan_calls = 0;
+  std::string registered;
+  PlanRequest last_request;
+};
+
+TEST_CASE("safe actions recompute every checkpointable block") {
+  CHECK(PlanChooser::SafeActions(Model()) == std::vector<Action>{K, R, R});
+}
+
+TEST_CASE("a repeat in the same bucket is answered locally") {
+  ScriptedPlanner planner;
+  PlanChooser chooser(&planner, Model());
+  PlanChoice a = chooser.Choose({4, 100}, 1 << 20);
+  CHECK(a.source == PlanSource::kPlanner);
+  CHECK(a.actions == std::vector<Action>{K, R, K});
+  CHECK(a.bucket == std::vector<int64_t>{4, 104});
+  CHECK(planner.registered == "m");
+  CHECK(planner.last_request.budget_bytes == 1 << 20);
+
+  PlanChoice b = chooser.Choose({4, 97}, 1 << 20);  // same bucket
+  CHECK(b.source == PlanSource::kLocalCache);
+  CHECK(b.actions == a.actions);
+  CHECK(planner.plan_calls == 1);
+
+  // Another budget or bucket asks again.
+  chooser.Choose({4, 97}, 1 << 21);
+  chooser.Choose({4, 105}, 1 << 20);
+  CHECK(planner.plan_calls == 3);
+  CHECK(planner.register_calls == 1);
+  CHECK(chooser.stats().local_hits == 1);
+}
+
+TEST_CASE("a planner bucket that differs from the local one is not cached") {
+  ScriptedPlanner planner;
+  planner.seq_granularity = 16;  // coarser than the local 8
+  PlanChooser chooser(&planner, Model());
+  CHECK(chooser.Choose({4, 100}, 1000).source == PlanSource::kPlanner);
+  CHECK(chooser.Choose({4, 100}, 1000).source == PlanSource::kPlanner);
+  CHECK(planner.plan_calls == 2);
+}
+
+TEST_CASE("COLLECT runs the safe plan and is never cached") {
+  ScriptedPlanner planner;
+  planner.collect = true;
+  PlanChooser chooser(&planner, Model());
+  PlanChoice c = chooser.Choose({4, 64}, 1000);
+  CHECK(c.collect());
+  CHECK(c.actions == std::vector<Action>{K, R, R});
+  chooser.Choose({4, 64}, 1000);
+  CHECK(planner.plan_calls == 2);
+  CHECK(chooser.stats().collects == 2);
+}
+
+TEST_CASE("planner errors fall back to the last good plan, else safe") {
+  ScriptedPlanner planner;
+  PlanChooserOptions options;
+  options.cache_capacity = 1;
+  PlanChooser chooser(&planner, Model(), options);
+  REQUIRE(chooser.Choose({4, 64}, 1000).source == PlanSource::kPlanner);
+  REQUIRE(chooser.Choose({8, 64}, 1000).source == PlanSource::kPlanner);
+  // {4,64} was evicted from the local cache (capacity 1) but remains the
+  // last good plan for its bucket... and last-good holds one entry too, so
+  // only {8,64} survives there.
+  planner.status = absl::UnavailableError("daemon down");
+  PlanChoice evicted = chooser.Choose({4, 64}, 1000);
+  CHECK(evicted.source == PlanSource::kSafe);
+  CHECK(evicted.actions == std::vector<Action>{K, R, R});
+  CHECK(evicted.planner_status.code() == absl::StatusCode::kUnavailable);
+
+  // After the planner refits, local plans become last-good ones.
+  chooser.InvalidatePlans();
+  PlanChoice kept = chooser.Choose({8, 64}, 1000);
+  CHECK(kept.source == PlanSource::kLastGood);
+  CHECK(kept.actions == std::vector<Action>{K, R, K});
+  CHECK(chooser.stats().fallbacks_last_good == 1);
+  CHECK(chooser.stats().fallbacks_safe == 1);
+
+  // Once the planner is back, it is asked again (the local cache was
+  // invalidated).
+  planner.status = absl::OkStatus();
+  CHECK(chooser.Choose({8, 64}, 1000).source == PlanSource::kPlanner);
+}
+
+TEST_CASE("no plan fits: the safe plan, with the planner's reason") {
+  ScriptedPlanner planner;
+  planner.status = absl::ResourceExhaustedError("smallest peak 5000");
+  PlanChooser chooser(&planner, Model());
+  PlanChoice c = chooser.Choose({4, 64}, 1000);
+  CHECK(c.source == PlanSource::kSafe);
+  CHECK(c.planner_status.code() == absl::StatusCode::kResourceExhausted);
+}
+
+TEST_CASE("a failed registration falls back and is retried") {
+  ScriptedPlanner planner;
+  planner.register_status = absl::UnavailableError("down");
+  PlanChooser chooser(&planner, Model());
+  CHECK(chooser.Choose({4, 64}, 1000).source == PlanSource::kSafe);
+  CHECK(planner.plan_calls == 0);
+  planner.register_status = absl::OkStatus();
+  CHECK(chooser.Choose({4, 64}, 1000).source == PlanSource::kPlanner);
+  CHECK(planner.register_calls == 2);
+}
+
+TEST_CASE("plans this runtime cannot run are refused") {
+  ScriptedPlanner planner;
+  PlanChooser chooser(&planner, Model());
+  SECTION("OFFLOAD") {
+    planner.actions = {K, Action::kOffload, K};
+    PlanChoice c = chooser.Choose({4, 64}, 1000);
+    CHECK(c.source == PlanSource::kSafe);
+    CHECK(std::string(c.planner_status.message()).find("OFFLOAD") !=
+          std::string::npos);
+  }
+  SECTION("recompute of a non-checkpointable block") {
+    planner.actions = {R, R, R};
+    PlanChoice c = chooser.Choose({4, 64}, 1000);
+    CHECK(c.source == PlanSource::kSafe);
+    CHECK(std::string(c.planner_status.message()).find("embed") !=
+          std::string::npos);
+  }
+  SECTION("wrong length") {
+    planner.actions = {K, R};
+    CHECK(chooser.Choose({4, 64}, 1000).source == PlanSource::kSafe);
+  }
+}
+
+TEST_CASE("bad features get the safe plan without a planner call") {
+  ScriptedPlanner planner;
+  PlanChooser chooser(&planner, Model());
+  PlanChoice c = chooser.Choose({4}, 1000);
+  CHECK(c.source == PlanSource::kSafe);
+  CHECK(c.planner_status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(planner.plan_calls == 0);
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,212 @@
+#include "client/runtime.h"
+
+#include <cstdio>
+#include <unordered_set>
+#include <utility>
+
+#include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
+
+#include "client/checkpoint.h"
+
+namespace remat {
+
+CheckpointedSequentialImpl::CheckpointedSequentialImpl(RuntimeOptions options)
+    : options_(std::move(options)) {}
+
+void CheckpointedSequentialImpl::AddBlock(const std::string& name,
+                                          torch::nn::AnyModule module,
+                                          bool checkpointable) {
+  TORCH_CHECK(!name.empty(), "CheckpointedSequential: a block needs a name");
+  blocks_.push_back(Block{name, std::move(module), checkpointable});
+}
+
+ModelSpec CheckpointedSequentialImpl::spec() const {
+  ModelSpec spec;
+  spec.name = options_.model_name();
+  spec.feature_names = options_.feature_names();
+  for (const Block& b : blocks_) {
+    spec.blocks.push_back(BlockSpec{b.name, b.checkpointable});
+  }
+  return spec;
+}
+
+torch::Tensor CheckpointedSequentialImpl::forward(const torch::Tensor& input) {
+  return forward(input, std::vector<Action>(blocks_.size(), Action::kKeep));
+}
+
+torch::Tensor CheckpointedSequentialImpl::forward_block(
+    size_t index, const torch::Tensor& input) {
+  TORCH_CHECK(index < blocks_.size(), "CheckpointedSequential: block ", index,
+              " out of range (", blocks_.size(), " blocks)");
+  return blocks_[index].module.forward(input);
+}
+
+torch::Tensor CheckpointedSequentialImpl::forward(
+    const torch::Tensor& input, const std::vector<Action>& actions) {
+  TORCH_CHECK(actions.size() == blocks_.size(),
+              "CheckpointedSequential: the plan has ", actions.size(),
+              " actions for a model of ", blocks_.size(),
+              " blocks; plans must have one action per block");
+  const bool grad = at::GradMode::is_enabled();
+  torch::Tensor x = input;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    Block& block = blocks_[i];
+    switch (actions[i]) {
+      case Action::kOffload:
+        TORCH_CHECK(false, "block '", block.name,
+                    "': OFFLOAD not supported by this runtime yet");
+        break;
+      case Action::kRecompute: {
+        TORCH_CHECK(block.checkpointable, "block '", block.name,
+                    "' is not checkpointable; the plan must KEEP it");
+        if (!grad) {
+          x = block.module.forward(x);
+          break;
+        }
+        CheckpointOptions options;
+        options.preserve_rng = options_.preserve_rng();
+        options.observer = observer_;
+        options.block_index = static_cast<int>(i);
+        torch::nn::AnyModule module = block.module;
+        x = Checkpoint(
+            [module](const at::Tensor& t) mutable { return module.forward(t); },
+            x, block.module.ptr()->parameters(), options);
+        break;
+      }
+      case Action::kKeep:
+        if (observer_ != nullptr && grad) {
+          observer_->BeforeBlock(static_cast<int>(i),
+                                 static_cast<int64_t>(x.nbytes()));
+          x = block.module.forward(x);
+          observer_->AfterBlock(static_cast<int>(i));
+        } else {
+          x = block.module.forward(x);
+        }
+        break;
+    }
+  }
+  return x;
+}
+
+int64_t CheckpointedSequentialImpl::resident_bytes() const {
+  std::unordered_set<const void*> seen;
+  int64_t bytes = 0;
+  auto count = [&](const at::Tensor& t) {
+    if (!t.defined() || !t.has_storage()) return;
+    const void* key = t.storage().data();
+    if (key == nullptr || !seen.insert(key).second) return;
+    bytes += static_cast<int64_t>(t.storage().nbytes());
+  };
+  for (const at::Tensor& p : parameters(/*recurse=*/true)) {
+    count(p);
+    count(p.grad());
+  }
+  for (const at::Tensor& b : buffers(/*recurse=*/true)) count(b);
+  return bytes;
+}
+
+PlannedModel::PlannedModel(CheckpointedSequential model, Planner* planner,
+                           PlannedModelOptions options)
+    : model_(std::move(model)),
+      planner_(planner),
+      options_(std::move(options)),
+      chooser_(planner, model_->spec(), options_.chooser()) {}
+
+std::unique_ptr<PlannedModel::Step> PlannedModel::BeginStep(
+    const Features& features, int64_t budget_bytes) {
+  PlanChoice choice = chooser_.Choose(features, budget_bytes);
+  return std::unique_ptr<Step>(new Step(this, features, std::move(choice)));
+}
+
+PlannedModel::Step::Step(PlannedModel* owner, Features features,
+                         PlanChoice choice)
+    : owner_(owner),
+      features_(std::move(features)),
+      choice_(std::move(choice)) {}
+
+PlannedModel::Step::~Step() { Finish().IgnoreError(); }
+
+torch::Tensor PlannedModel::Step::forward(const torch::Tensor& input) {
+  TORCH_CHECK(!began_,
+              "PlannedModel::Step::forward runs once per step; "
+              "begin a new step for the next batch");
+  TORCH_CHECK(!finished_, "PlannedModel::Step: forward after Finish");
+  began_ = true;
+  start_ = std::chrono::steady_clock::now();
+  CheckpointedSequential& model = owner_->model_;
+  MemorySource* memory = owner_->options_.memory();
+  if (memory != nullptr) {
+    attachment_ = memory->Attach();
+    if (!memory->absolute()) {
+      resident_bytes_ = model->resident_bytes() +
+                        static_cast<int64_t>(input.storage().nbytes());
+    }
+    if (choice_.collect()) {
+      sampler_ = std::make_unique<BlockSampler>(
+          memory, static_cast<int>(model->size()));
+      sampler_->BeginStep(resident_bytes_);
+      model->set_observer(sampler_.get());
+    } else {
+      memory->reset_peak();
+      begin_bytes_ = memory->current_bytes();
+    }
+  }
+  return model->forward(input, choice_.actions);
+}
+
+absl::Status PlannedModel::Step::Finish() {
+  if (finished_) return absl::OkStatus();
+  finished_ = true;
+  CheckpointedSequential& model = owner_->model_;
+  model->set_observer(nullptr);
+  if (!began_) return absl::OkStatus();
+  const int64_t step_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - start_)
+                              .count();
+  MemorySource* memory = owner_->options_.memory();
+  absl::Status status;
+  if (sampler_ != nullptr) {
+    absl::StatusOr<Sample> sample = sampler_->EndStep(features_);
+    if (sample.ok()) {
+      sample_ = *sample;
+      peak_bytes_ = sample->peak_bytes;
+      status = owner_->planner_->ReportSamples(owner_->model_->spec().name,
+                                               {*sample});
+      // The planner refit: ask it again rather than reuse older plans.
+      owner_->chooser_.InvalidatePlans();
+      if (owner_->options_.trace() != nullptr) {
+        absl::Status traced = owner_->options_.trace()->Record(*sample);
+        if (status.ok()) status = traced;
+      }
+    } else {
+      status = sample.status();
+    }
+  } else if (memory != nullptr) {
+    peak_bytes_ = memory->absolute()
+                      ? memory->peak_bytes()
+                      : resident_bytes_ + memory->peak_bytes() - begin_bytes_;
+  }
+  attachment_.reset();
+  if (!choice_.collect() && owner_->options_.report_outcomes() &&
+      peak_bytes_.has_value()) {
+    Outcome outcome;
+    outcome.model = owner_->model_->spec().name;
+    outcome.features = features_;
+    outcome.actions = choice_.actions;
+    outcome.measured_peak_bytes = *peak_bytes_;
+    outcome.step_ns = step_ns;
+    status = owner_->planner_->ReportOutcome(outcome);
+  }
+  if (!status.ok() && !owner_->warned_report_) {
+    owner_->warned_report_ = true;
+    std::fprintf(stderr,
+                 "remat: reporting step results for model '%s' failed (%s); "
+                 "training continues. Further failures are not logged.\n",
+                 owner_->model_->spec().name.c_str(),
+                 status.ToString().c_str());
+  }
+  return status;
+}
+
+}  // namespace remat

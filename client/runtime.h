@@ -1,0 +1,200 @@
+// The checkpoint runtime: applies a plan to a model's blocks.
+//
+// CheckpointedSequential holds a model's blocks in forward order and runs
+// them under a plan: KEEP blocks run normally, RECOMPUTE blocks run through
+// Checkpoint (checkpoint.h). PlannedModel puts a Planner in front: per step
+// it asks for a plan (PlanChooser: local cache, fallbacks), runs it, and on
+// COLLECT measures every block with a BlockSampler and reports the sample.
+//
+//   auto seq = remat::CheckpointedSequential(
+//       remat::RuntimeOptions().model_name("bert").feature_names({"batch",
+//                                                                 "seq"}));
+//   seq->push_back("embed", Embedding(...), /*checkpointable=*/false);
+//   for (...) seq->push_back("layer" + i, EncoderLayer(...));
+//   remat::PlannedModel planned(seq, &planner, PlannedModelOptions()
+//                                                 .memory(&cuda_source));
+//   auto step = planned.BeginStep({batch, seq_len}, budget_bytes);
+//   torch::Tensor loss = step->forward(x).sum();
+//   loss.backward();
+//   step->Finish();
+//
+// Blocks: any torch::nn module whose forward takes one tensor and returns
+// one tensor. A block with several tensor inputs or outputs is wrapped in a
+// module that packs them into one tensor (e.g. torch::cat along a new
+// leading dimension, or a flat buffer the next block views), and unpacks
+// them in the next block; side inputs that every block reads (an attention
+// mask) can be members of the wrapper, set before the step, as long as they
+// do not change between forward and backward.
+//
+// Thread safety: a CheckpointedSequential is used by one training thread at
+// a time. A PlannedModel runs one step at a time.
+#ifndef REMAT_CLIENT_RUNTIME_H_
+#define REMAT_CLIENT_RUNTIME_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/pimpl.h>
+
+#include "absl/status/status.h"
+#include "client/plan_chooser.h"
+#include "client/planner.h"
+#include "collector/block_observer.h"
+#include "collector/block_sampler.h"
+#include "collector/memory_source.h"
+#include "collector/trace_recorder.h"
+#include "planner/model.h"
+#include "planner/plan.h"
+
+namespace remat {
+
+struct RuntimeOptions {
+  // Save and restore RNG state around recomputes (needed for dropout).
+  TORCH_ARG(bool, preserve_rng) = true;
+  // ModelSpec::name: how the planner knows this model.
+  TORCH_ARG(std::string, model_name) = "model";
+  // ModelSpec::feature_names: the batch features plans depend on.
+  TORCH_ARG(std::vector<std::string>, feature_names) = {};
+};
+
+class CheckpointedSequentialImpl : public torch::nn::Module {
+ public:
+  explicit CheckpointedSequentialImpl(RuntimeOptions options = {});
+
+  // Appends a block; `name` must be unique and non-empty (it is also the
+  // submodule's name, so parameters read "name.weight").
+  template <typename ModuleType>
+  void push_back(const std::string& name, ModuleType module,
+                 bool checkpointable = true) {
+    register_module(name, module.ptr());
+    AddBlock(name, torch::nn::AnyModule(std::move(module)), checkpointable);
+  }
+
+  // Runs the blocks under `actions` (one per block). TORCH_CHECK fails on a
+  // wrong count, OFFLOAD ("OFFLOAD not supported by this runtime yet"), or
+  // RECOMPUTE of a non-checkpointable block. With grad mode off every block
+  // just runs: there is nothing to keep.
+  torch::Tensor forward(const torch::Tensor& input,
+                        const std::vector<Action>& actions);
+  // Every block KEEP: the model without checkpointing.
+  torch::Tensor forward(const torch::Tensor& input);
+
+  // The model as the planner sees it.
+  ModelSpec spec() const;
+  size_t size() const { return blocks_.size(); }
+  const RuntimeOptions& options() const { return options_; }
+
+  // Called around each KEEP block's forward and each RECOMPUTE block's
+  // recompute in backward; null (default) for none. Not owned. Used for
+  // collection: a step under the safe plan measures every block once.
+  void set_observer(BlockObserver* observer) { observer_ = observer; }
+  BlockObserver* observer() const { return observer_; }
+
+  // Bytes of the model's parameters, their gradients and buffers (each
+  // storage counted once): what a relative memory source cannot see.
+  int64_t resident_bytes() const;
+
+  // Runs block `index` alone (no checkpointing, no observer).
+  torch::Tensor forward_block(size_t index, const torch::Tensor& input);
+
+ private:
+  struct Block {
+    std::string name;
+    torch::nn::AnyModule module;
+    bool checkpointable;
+  };
+  void AddBlock(const std::string& name, torch::nn::AnyModule module,
+                bool checkpointable);
+
+  RuntimeOptions options_;
+  std::vector<Block> blocks_;
+  BlockObserver* observer_ = nullptr;
+};
+
+TORCH_MODULE(CheckpointedSequential);
+
+struct PlannedModelOptions {
+  // Aliases: TORCH_ARG spells its setter's parameter `const T&`.
+  using MemorySourcePtr = MemorySource*;
+  using TraceRecorderPtr = TraceRecorder*;
+
+  // Where step peaks and (on COLLECT) block sizes are measured. Not owned;
+  // null: no measurement, so COLLECT steps run the safe plan and report
+  // nothing, and outcomes carry no peak.
+  TORCH_ARG(MemorySourcePtr, memory) = nullptr;
+  // Collected samples are also appended here when set. Not owned.
+  TORCH_ARG(TraceRecorderPtr, trace) = nullptr;
+  TORCH_ARG(PlanChooserOptions, chooser) = {};
+  // Report each planned step's measured peak and time (calibration).
+  TORCH_ARG(bool, report_outcomes) = true;
+};
+
+class PlannedModel {
+ public:
+  // `planner` must outlive this object.
+  PlannedModel(CheckpointedSequential model, Planner* planner,
+               PlannedModelOptions options = {});
+
+  // One training step. Create with BeginStep, call forward (once), run
+  // backward, then Finish. Destroying an unfinished step finishes it
+  // (discarding the status). Must be created and destroyed on one thread.
+  class Step {
+   public:
+    ~Step();
+    Step(const Step&) = delete;
+    Step& operator=(const Step&) = delete;
+
+    torch::Tensor forward(const torch::Tensor& input);
+    // Ends measurement and reports: the sample for a COLLECT step, the
+    // outcome otherwise. Errors from the planner are returned (and never
+    // thrown); training can go on regardless.
+    absl::Status Finish();
+
+    const PlanChoice& choice() const { return choice_; }
+    // The sample of a finished COLLECT step, if one was measured.
+    const std::optional<Sample>& sample() const { return sample_; }
+    // The step's measured peak (needs a memory source), after Finish.
+    std::optional<int64_t> measured_peak_bytes() const { return peak_bytes_; }
+
+   private:
+    friend class PlannedModel;
+    Step(PlannedModel* owner, Features features, PlanChoice choice);
+
+    PlannedModel* owner_;
+    Features features_;
+    PlanChoice choice_;
+    bool finished_ = false;
+    bool began_ = false;
+    std::unique_ptr<MemorySource::Attachment> attachment_;
+    std::unique_ptr<BlockSampler> sampler_;
+    int64_t resident_bytes_ = 0;
+    int64_t begin_bytes_ = 0;
+    std::chrono::steady_clock::time_point start_;
+    std::optional<Sample> sample_;
+    std::optional<int64_t> peak_bytes_;
+  };
+
+  std::unique_ptr<Step> BeginStep(const Features& features,
+                                  int64_t budget_bytes);
+
+  CheckpointedSequential& model() { return model_; }
+  PlanChooser& chooser() { return chooser_; }
+
+ private:
+  CheckpointedSequential model_;
+  Planner* planner_;
+  PlannedModelOptions options_;
+  PlanChooser chooser_;
+  bool warned_report_ = false;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_CLIENT_RUNTIME_H_

@@ -1,0 +1,424 @@
+// Checkpointing must not change what training computes: every case runs the
+// same model with and without checkpointing from the same RNG state and
+// compares loss, input gradient and every parameter gradient bit for bit
+// (torch::equal). CPU kernels used here are deterministic for fixed shapes
+// and thread counts, so no tolerance is needed.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+// LibTorch first: Debian's build pulls in glog, whose CHECK macro would
+// otherwise replace Catch's.
+#include <torch/torch.h>
+#undef CHECK
+#include <catch2/catch.hpp>
+
+#include "client/checkpoint.h"
+#include "client/runtime.h"
+#include "collector/cpu_memory_tracker.h"
+#include "collector/torch_compat.h"
+
+namespace remat {
+
+// Catch prints failed comparisons of action vectors.
+std::ostream& operator<<(std::ostream& out, Action action) {
+  return out << ActionName(action);
+}
+
+namespace {
+
+const Action K = Action::kKeep;
+const Action R = Action::kRecompute;
+
+// Linear -> GELU -> Dropout -> Linear, with a residual: saves several
+// tensors and draws random numbers.
+struct MlpBlockImpl : torch::nn::Module {
+  MlpBlockImpl(int64_t d, int64_t h, double p)
+      : up(register_module("up", torch::nn::Linear(d, h))),
+        down(register_module("down", torch::nn::Linear(h, d))),
+        drop(register_module("drop", torch::nn::Dropout(p))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return x + down(drop(torch::gelu(up(x))));
+  }
+  torch::nn::Linear up;
+  torch::nn::Linear down;
+  torch::nn::Dropout drop;
+};
+TORCH_MODULE(MlpBlock);
+
+CheckpointedSequential MakeModel(double dropout = 0.2) {
+  torch::manual_seed(7);
+  auto seq = CheckpointedSequential(
+      RuntimeOptions().model_name("mlp").feature_names({"batch"}));
+  seq->push_back("in", torch::nn::Linear(8, 16), /*checkpointable=*/false);
+  seq->push_back("b0", MlpBlock(16, 64, dropout));
+  seq->push_back("b1", MlpBlock(16, 64, dropout));
+  seq->push_back("b2", MlpBlock(16, 64, dropout));
+  seq->push_back("out", torch::nn::Linear(16, 4));
+  return seq;
+}
+
+struct Result {
+  torch::Tensor loss;
+  torch::Tensor input_grad;
+  std::map<std::string, torch::Tensor> grads;
+  torch::Tensor rng_after;  // a draw after backward: the caller's stream
+};
+
+Result RunStep(CheckpointedSequential& model, const std::vector<Action>& plan,
+               bool input_requires_grad = true, int64_t seed = 123) {
+  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  torch::manual_seed(99);
+  torch::Tensor x = torch::randn({5, 8});
+  if (input_requires_grad) x.requires_grad_(true);
+  torch::manual_seed(seed);
+  torch::Tensor loss = model->forward(x, plan).pow(2).mean();
+  loss.backward();
+  Result r;
+  r.loss = loss.detach();
+  if (input_requires_grad) r.input_grad = x.grad().clone();
+  for (const auto& item : model->named_parameters()) {
+    REQUIRE(item.value().grad().defined());
+    r.grads[item.key()] = item.value().grad().clone();
+  }
+  r.rng_after = torch::rand({4});
+  return r;
+}
+
+void RequireSame(const Result& a, const Result& b) {
+  REQUIRE(torch::equal(a.loss, b.loss));
+  REQUIRE(a.input_grad.defined() == b.input_grad.defined());
+  if (a.input_grad.defined()) REQUIRE(torch::equal(a.input_grad, b.input_grad));
+  REQUIRE(a.grads.size() == b.grads.size());
+  for (const auto& item : a.grads) {
+    INFO("parameter " << item.first);
+    REQUIRE(torch::equal(item.second, b.grads.at(item.first)));
+  }
+  REQUIRE(torch::equal(a.rng_after, b.rng_after));
+}
+
+TEST_CASE("checkpointed steps equal the plain model bit for bit",
+          "[checkpoint]") {
+  CheckpointedSequential model = MakeModel();
+  const std::vector<Action> none = {K, K, K, K, K};
+  const Result reference = RunStep(model, none);
+
+  SECTION("all recomputed, dropout on (RNG restored)") {
+    RequireSame(reference, RunStep(model, {K, R, R, R, R}));
+  }
+  SECTION("a KEEP/RECOMPUTE mix") {
+    RequireSame(reference, RunStep(model, {K, R, K, R, K}));
+    RequireSame(reference, RunStep(model, {K, K, R, K, R}));
+  }
+  SECTION("input not requiring grad: parameter grads still right") {
+    const Result plain = RunStep(model, none, /*input_requires_grad=*/false);
+    RequireSame(plain, RunStep(model, {K, R, R, R, R}, false));
+    // The first block is checkpointed and gets its input straight from the
+    // batch, which needs no grad.
+    auto seq = CheckpointedSequential();
+    torch::manual_seed(3);
+    seq->push_back("b", MlpBlock(8, 32, 0.3));
+    const Result p = RunStep(seq, {K}, false);
+    RequireSame(p, RunStep(seq, {R}, false));
+  }
+  SECTION("eval mode") {
+    model->eval();
+    const Result plain = RunStep(model, none);
+    RequireSame(plain, RunStep(model, {K, R, R, R, R}));
+    model->train();
+  }
+}
+
+TEST_CASE("without RNG preservation dropout masks differ", "[checkpoint]") {
+  torch::manual_seed(7);
+  auto model = CheckpointedSequential(RuntimeOptions().preserve_rng(false));
+  model->push_back("b0", MlpBlock(8, 64, 0.5));
+  const Result reference = RunStep(model, {K});
+  const Result unpreserved = RunStep(model, {R});
+  // The forward (and so the loss) is the same; the recompute draws a new
+  // mask, so gradients differ.
+  REQUIRE(torch::equal(reference.loss, unpreserved.loss));
+  REQUIRE_FALSE(torch::equal(reference.grads.at("b0.up.weight"),
+                             unpreserved.grads.at("b0.up.weight")));
+}
+
+TEST_CASE("autocast state is carried into the recompute", "[checkpoint]") {
+  // CPU autocast with bfloat16 exists in LibTorch 1.13: linear runs in
+  // bfloat16 under it. The recompute in backward runs outside the caller's
+  // autocast region, so it must restore the state itself.
+  CheckpointedSequential model = MakeModel();
+  auto run = [&](const std::vector<Action>& plan) {
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+    torch::manual_seed(99);
+    torch::Tensor x = torch::randn({5, 8}).requires_grad_(true);
+    torch::manual_seed(5);
+    torch::Tensor out;
+    {
+      torch_compat::SetAutocastCpuEnabled(true);
+      torch_compat::SetAutocastCpuDtype(at::kBFloat16);
+      out = model->forward(x, plan);
+      torch_compat::SetAutocastCpuEnabled(false);
+      at::autocast::clear_cache();
+    }
+    REQUIRE(out.scalar_type() == at::kBFloat16);
+    torch::Tensor loss = out.to(at::kFloat).pow(2).mean();
+    loss.backward();
+    Result r;
+    r.loss = loss.detach();
+    r.input_grad = x.grad().clone();
+    for (const auto& item : model->named_parameters()) {
+      REQUIRE(item.value().grad().defined());
+      r.grads[item.key()] = item.value().grad().clone();
+    }
+    r.rng_after = torch::rand({2});
+    return r;
+  };
+  const Result reference = run({K, K, K, K, K});
+  RequireSame(reference, run({K, R, R, R, R}));
+  RequireSame(reference, run({K, K, R, K, R}));
+  // And the caller's autocast state is untouched by a recompute.
+  REQUIRE_FALSE(torch_compat::AutocastCpuEnabled());
+}
+
+TEST_CASE("a second backward fails clearly", "[checkpoint]") {
+  CheckpointedSequential model = MakeModel();
+  torch::Tensor x = torch::randn({3, 8}, torch::requires_grad());
+  torch::Tensor loss = model->forward(x, {K, R, R, R, R}).sum();
+  loss.backward();
+  try {
+    loss.backward();
+    FAIL("second backward did not throw");
+  } catch (const c10::Error& e) {
+    INFO(e.what());
+    REQUIRE(std::string(e.what()).find(
+                "backward through the graph a second time") !=
+            std::string::npos);
+  }
+}
+
+TEST_CASE("retain_graph allows a second backward with equal gradients",
+          "[checkpoint]") {
+  CheckpointedSequential model = MakeModel();
+  torch::Tensor x = torch::randn({3, 8}, torch::requires_grad());
+  torch::Tensor loss = model->forward(x, {K, R, R, R, R}).sum();
+  loss.backward({}, /*retain_graph=*/true);
+  torch::Tensor first =
+      model->named_parameters()["b1.up.weight"].grad().clone();
+  loss.backward();
+  torch::Tensor twice = model->named_parameters()["b1.up.weight"].grad();
+  REQUIRE(torch::equal(twice, first * 2));
+}
+
+TEST_CASE("autograd::grad reaches parameters of checkpointed blocks",
+          "[checkpoint]") {
+  CheckpointedSequential model = MakeModel(0.0);
+  torch::Tensor w = model->named_parameters()["b0.up.weight"];
+  torch::manual_seed(1);
+  torch::Tensor x = torch::randn({3, 8});
+  auto plain = torch::autograd::grad({model->forward(x).sum()}, {w});
+  auto ckpt =
+      torch::autograd::grad({model->forward(x, {K, R, R, R, R}).sum()}, {w});
+  REQUIRE(torch::equal(plain[0], ckpt[0]));
+  REQUIRE_FALSE(w.grad().defined());  // grad() does not accumulate
+}
+
+TEST_CASE("Checkpoint without anything needing grad just runs the block",
+          "[checkpoint]") {
+  torch::Tensor x = torch::ones({2, 2});
+  torch::Tensor y =
+      Checkpoint([](const at::Tensor& t) { return t * 3; }, x, {});
+  REQUIRE_FALSE(y.requires_grad());
+  REQUIRE(torch::equal(y, torch::full({2, 2}, 3.0)));
+  torch::NoGradGuard no_grad;
+  CheckpointedSequential model = MakeModel();
+  torch::Tensor out = model->forward(torch::ones({1, 8}), {K, R, R, R, R});
+  REQUIRE_FALSE(out.requires_grad());
+}
+
+TEST_CASE("the runtime refuses plans it cannot run", "[runtime]") {
+  CheckpointedSequential model = MakeModel();
+  torch::Tensor x = torch::randn({2, 8});
+  auto message = [&](const std::vector<Action>& plan) -> std::string {
+    try {
+      model->forward(x, plan);
+    } catch (const c10::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(message({K, Action::kOffload, K, K, K}),
+             Catch::Contains("OFFLOAD not supported by this runtime yet"));
+  CHECK_THAT(message({R, K, K, K, K}), Catch::Contains("not checkpointable"));
+  CHECK_THAT(message({K, K}), Catch::Contains("one action per block"));
+}
+
+TEST_CASE("the runtime describes the model to the planner", "[runtime]") {
+  CheckpointedSequential model = MakeModel();
+  ModelSpec spec = model->spec();
+  CHECK(spec.name == "mlp");
+  CHECK(spec.feature_names == std::vector<std::string>{"batch"});
+  REQUIRE(spec.blocks.size() == 5);
+  CHECK(spec.blocks[0].name == "in");
+  CHECK_FALSE(spec.blocks[0].checkpointable);
+  CHECK(spec.blocks[4].name == "out");
+  CHECK(spec.blocks[4].checkpointable);
+  CHECK(ValidateModelSpec(spec).ok());
+  // Parameters: in (8*16+16) + 3 * (16*64+64 + 64*16+16) + out (16*4+4),
+  // floats.
+  const int64_t params =
+      (8 * 16 + 16) + 3 * (16 * 64 + 64 + 64 * 16 + 16) + (16 * 4 + 4);
+  CHECK(model->resident_bytes() == params * 4);
+}
+
+// A planner that answers COLLECT until it has `samples_needed` samples,
+// then a fixed plan; records what the runtime reports.
+class FakePlanner final : public Planner {
+ public:
+  absl::Status RegisterModel(const ModelSpec& spec) override {
+    spec_ = spec;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request) override {
+    if (!fail.ok()) return fail;
+    PlanResult result;
+    result.bucket = {static_cast<int64_t>(request.features[0])};
+    if (static_cast<int>(samples.size()) < samples_needed) {
+      result.collect = true;
+      return result;
+    }
+    auto plan = std::make_shared<Plan>();
+    plan->actions = actions;
+    result.plan = plan;
+    return result;
+  }
+  absl::Status ReportSamples(const std::string& model,
+                             const std::vector<Sample>& s) override {
+    REQUIRE(model == spec_.name);
+    for (const Sample& one : s) {
+      absl::Status valid = ValidateSample(spec_, one);
+      if (!valid.ok()) return valid;
+      samples.push_back(one);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status ReportOutcome(const Outcome& outcome) override {
+    outcomes.push_back(outcome);
+    return absl::OkStatus();
+  }
+
+  int samples_needed = 1;
+  std::vector<Action> actions = {K, K, R, K, K};
+  absl::Status fail;
+  std::vector<Sample> samples;
+  std::vector<Outcome> outcomes;
+
+ private:
+  ModelSpec spec_;
+};
+
+TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
+  FakePlanner planner;
+  CpuMemoryTracker tracker;
+  PlannedModel planned(MakeModel(), &planner,
+                       PlannedModelOptions().memory(&tracker));
+  auto run = [&](PlannedModel::Step& step) {
+    torch::manual_seed(11);
+    torch::Tensor x = torch::randn({6, 8}, torch::requires_grad());
+    step.forward(x).sum().backward();
+    return step.Finish();
+  };
+
+  auto collect = planned.BeginStep({6}, 1 << 30);
+  REQUIRE(collect->choice().collect());
+  REQUIRE(run(*collect).ok());
+  REQUIRE(planner.samples.size() == 1);
+  const Sample& s = planner.samples[0];
+  REQUIRE(s.blocks.size() == 5);
+  // Block "out" (Linear 16->4 on 6 rows) retains its output only: its
+  // input is the previous block's output, its weight is a parameter.
+  CHECK(s.blocks[4].act_bytes == 6 * 4 * 4);
+  CHECK(s.blocks[4].input_bytes == 6 * 16 * 4);
+  for (const BlockMeasurement& m : s.blocks) CHECK(m.act_bytes > 0);
+  CHECK(*s.peak_bytes > *s.base_bytes);
+  CHECK(planner.outcomes.empty());  // collect steps report samples
+
+  auto planned_step = planned.BeginStep({6}, 1 << 30);
+  REQUIRE(planned_step->choice().source == PlanSource::kPlanner);
+  REQUIRE(run(*planned_step).ok());
+  REQUIRE(planner.outcomes.size() == 1);
+  CHECK(planner.outcomes[0].actions == planner.actions);
+  CHECK(planner.outcomes[0].measured_peak_bytes > 0);
+  CHECK(planner.outcomes[0].measured_peak_bytes ==
+        *planned_step->measured_peak_bytes());
+
+  // Repeats are answered locally.
+  auto repeat = planned.BeginStep({6}, 1 << 30);
+  CHECK(repeat->choice().source == PlanSource::kLocalCache);
+  REQUIRE(run(*repeat).ok());
+
+  // Planner down, new bucket: the safe plan; old bucket: still local.
+  planner.fail = absl::UnavailableError("daemon restarting");
+  auto safe = planned.BeginStep({7}, 1 << 30);
+  CHECK(safe->choice().source == PlanSource::kSafe);
+  CHECK(safe->choice().actions ==
+        PlanChooser::SafeActions(planned.model()->spec()));
+  REQUIRE(run(*safe).ok());
+}
+
+TEST_CASE("collected samples are appended to the trace", "[runtime]") {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/remat_trace_" +
+                           std::to_string(::getpid()) + ".csv";
+  std::remove(path.c_str());
+  FakePlanner planner;
+  planner.samples_needed = 2;
+  CpuMemoryTracker tracker;
+  CheckpointedSequential model = MakeModel();
+  TraceRecorder trace(model->spec(), std::make_unique<CsvFileTraceSink>(path));
+  PlannedModel planned(model, &planner,
+                       PlannedModelOptions().memory(&tracker).trace(&trace));
+  for (int64_t batch : {3, 5}) {
+    auto step = planned.BeginStep({double(batch)}, 1 << 30);
+    REQUIRE(step->choice().collect());
+    step->forward(torch::randn({batch, 8}, torch::requires_grad()))
+        .sum()
+        .backward();
+    REQUIRE(step->Finish().ok());
+  }
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].rfind("feature.batch,act_bytes.in,input_bytes.in,", 0) == 0);
+  CHECK(lines[1].rfind("3,", 0) == 0);
+  CHECK(lines[2].rfind("5,", 0) == 0);
+  // Block "out" retains its output (batch x 4 floats) and its input is
+  // batch x 16 floats: adjacent act_bytes.out and input_bytes.out cells.
+  CHECK(lines[2].find("," + std::to_string(5 * 4 * 4) + "," +
+                      std::to_string(5 * 16 * 4) + ",") != std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a collect step without backward reports an error, not a crash",
+          "[runtime]") {
+  FakePlanner planner;
+  CpuMemoryTracker tracker;
+  PlannedModel planned(MakeModel(), &planner,
+                       PlannedModelOptions().memory(&tracker));
+  auto step = planned.BeginStep({2}, 1 << 30);
+  REQUIRE(step->choice().collect());
+  step->forward(torch::randn({2, 8}));
+  absl::Status s = step->Finish();
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(planner.samples.empty());
+}
+
+}  // namespace
+}  // namespace remat

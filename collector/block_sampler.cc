@@ -1,0 +1,79 @@
+#include "collector/block_sampler.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+
+namespace remat {
+
+BlockSampler::BlockSampler(MemorySource* source, int num_blocks)
+    : source_(source),
+      blocks_(num_blocks < 0 ? 0 : num_blocks),
+      measured_(blocks_.size(), false) {}
+
+void BlockSampler::BeginStep(int64_t resident_bytes) {
+  in_step_ = true;
+  open_block_ = -1;
+  std::fill(blocks_.begin(), blocks_.end(), BlockMeasurement{});
+  std::fill(measured_.begin(), measured_.end(), false);
+  source_->reset_peak();
+  begin_bytes_ = source_->current_bytes();
+  base_bytes_ =
+      source_->absolute() ? begin_bytes_ : begin_bytes_ + resident_bytes;
+}
+
+void BlockSampler::BeforeBlock(int index, int64_t input_bytes) {
+  if (!in_step_ || index < 0 || index >= static_cast<int>(blocks_.size())) {
+    return;
+  }
+  open_block_ = index;
+  blocks_[index].input_bytes = input_bytes;
+  open_bytes_ = source_->current_bytes();
+  // Device work queued before the block must not be timed as the block's.
+  source_->Synchronize();
+  open_time_ = Clock::now();
+}
+
+void BlockSampler::AfterBlock(int index) {
+  if (!in_step_ || index != open_block_) return;
+  source_->Synchronize();
+  const Clock::time_point end = Clock::now();
+  const int64_t after = source_->current_bytes();
+  BlockMeasurement& m = blocks_[index];
+  // A block that frees more than it allocates (e.g. an in-place op on a
+  // tensor it owns) retains nothing.
+  m.act_bytes = after > open_bytes_ ? after - open_bytes_ : 0;
+  m.forward_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(end - open_time_)
+          .count();
+  measured_[index] = true;
+  open_block_ = -1;
+}
+
+absl::StatusOr<Sample> BlockSampler::EndStep(const Features& features) {
+  if (!in_step_) {
+    return absl::FailedPreconditionError(
+        "BlockSampler::EndStep without BeginStep: call BeginStep before "
+        "the step's forward");
+  }
+  in_step_ = false;
+  for (size_t i = 0; i < measured_.size(); ++i) {
+    if (!measured_[i]) {
+      return absl::FailedPreconditionError(
+          "block " + std::to_string(i) +
+          " was not measured in this step: run backward before EndStep, "
+          "and run the step with the safe plan (every checkpointable block "
+          "recomputed)");
+    }
+  }
+  Sample sample;
+  sample.features = features;
+  sample.blocks = blocks_;
+  sample.base_bytes = base_bytes_;
+  sample.peak_bytes = base_bytes_ + (source_->peak_bytes() - begin_bytes_);
+  return sample;
+}
+
+}  // namespace remat

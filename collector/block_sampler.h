@@ -1,0 +1,75 @@
+// BlockSampler: turns one measured step into a planner Sample.
+//
+// Usage, for a step that runs every checkpointable block recomputed (the
+// safe plan):
+//   BlockSampler sampler(&source, num_blocks);
+//   sampler.BeginStep(resident_bytes);   // before forward
+//   ... forward and backward, the runtime calling the BlockObserver hooks ...
+//   absl::StatusOr<Sample> s = sampler.EndStep(features);
+//
+// Per block it records
+//   act_bytes   = current_bytes after the block's forward-with-grad minus
+//                 before it: what the block saved for backward plus its
+//                 output (temporaries are freed by then);
+//   input_bytes = the size of the block's input tensor;
+//   forward_ns  = steady-clock time of that forward, the device
+//                 synchronised on both ends (MemorySource::Synchronize);
+// and for the step base_bytes (alive at BeginStep) and peak_bytes (the
+// source's peak from BeginStep to EndStep).
+//
+// Thread safety: BeginStep/EndStep on the step's thread; the observer hooks
+// may run on autograd's thread, but never concurrently with each other or
+// with BeginStep/EndStep (backward finishes before EndStep).
+#ifndef REMAT_COLLECTOR_BLOCK_SAMPLER_H_
+#define REMAT_COLLECTOR_BLOCK_SAMPLER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "collector/block_observer.h"
+#include "collector/memory_source.h"
+#include "planner/model.h"
+
+namespace remat {
+
+class BlockSampler final : public BlockObserver {
+ public:
+  // `source` must outlive the sampler. num_blocks >= 0.
+  BlockSampler(MemorySource* source, int num_blocks);
+
+  // Starts a step. `resident_bytes` is what was alive before the step that
+  // the source cannot see: ignored for an absolute source; for a relative
+  // one (the CPU tracker) it becomes the base, and the step's peak is
+  // reported on top of it.
+  void BeginStep(int64_t resident_bytes = 0);
+
+  void BeforeBlock(int index, int64_t input_bytes) override;
+  void AfterBlock(int index) override;
+
+  // Ends the step. FAILED_PRECONDITION when no step was begun or a block
+  // was never measured (e.g. the step did not run backward), naming the
+  // block. The sampler is ready for the next BeginStep either way.
+  absl::StatusOr<Sample> EndStep(const Features& features);
+
+  // What was measured so far in this step (for diagnostics and benches).
+  const std::vector<BlockMeasurement>& measurements() const { return blocks_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  MemorySource* source_;
+  bool in_step_ = false;
+  int64_t base_bytes_ = 0;   // reported base
+  int64_t begin_bytes_ = 0;  // source's current_bytes at BeginStep
+  std::vector<BlockMeasurement> blocks_;
+  std::vector<bool> measured_;
+  int open_block_ = -1;
+  int64_t open_bytes_ = 0;
+  Clock::time_point open_time_;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_COLLECTOR_BLOCK_SAMPLER_H_

@@ -1,0 +1,81 @@
+// Where the collector reads memory from: one small interface with a CPU
+// tracker (cpu_memory_tracker.h), the CUDA caching allocator's statistics
+// (cuda_memory_source.h, CUDA builds only) and a scripted fake for tests.
+//
+// No LibTorch here, so torch-free code (the BlockSampler) and its tests
+// build fast.
+#ifndef REMAT_COLLECTOR_MEMORY_SOURCE_H_
+#define REMAT_COLLECTOR_MEMORY_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+
+namespace remat {
+
+class MemorySource {
+ public:
+  // Held for the duration of a step on the thread that runs it (see
+  // Attach). Destroying it detaches.
+  class Attachment {
+   public:
+    virtual ~Attachment() = default;
+  };
+
+  virtual ~MemorySource() = default;
+
+  // Bytes currently allocated, as this source sees them.
+  virtual int64_t current_bytes() const = 0;
+  // The largest current_bytes() since the last reset_peak() (or since the
+  // source was created).
+  virtual int64_t peak_bytes() const = 0;
+  // Sets the peak to the current value.
+  virtual void reset_peak() = 0;
+
+  // True when current_bytes() counts everything alive on the device (the
+  // CUDA allocator); false when it counts only what was allocated while the
+  // source was attached (the CPU tracker), so a caller must add what was
+  // alive before (parameters, the batch) itself.
+  virtual bool absolute() const { return true; }
+
+  // Waits until the device has finished the work queued so far, so that a
+  // host clock read after it measures device time (the sampler's
+  // forward_ns). A no-op for host memory.
+  virtual void Synchronize() {}
+
+  // Whatever the source needs installed on the calling thread while a step
+  // runs; nullptr when it needs nothing. The caller keeps the returned
+  // object alive for the step and destroys it on the same thread.
+  virtual std::unique_ptr<Attachment> Attach() { return nullptr; }
+};
+
+// A scripted source for tests: the test moves current_bytes by hand.
+// Thread safety: none; single-threaded tests only.
+class FakeMemorySource final : public MemorySource {
+ public:
+  explicit FakeMemorySource(int64_t initial_bytes = 0, bool absolute = true)
+      : current_(initial_bytes), peak_(initial_bytes), absolute_(absolute) {}
+
+  // Moves the current value by `delta_bytes` (negative frees).
+  void Allocate(int64_t delta_bytes) {
+    current_ += delta_bytes;
+    if (current_ > peak_) peak_ = current_;
+  }
+  void Free(int64_t bytes) { Allocate(-bytes); }
+
+  int64_t current_bytes() const override { return current_; }
+  int64_t peak_bytes() const override { return peak_; }
+  void reset_peak() override { peak_ = current_; }
+  bool absolute() const override { return absolute_; }
+  void Synchronize() override { ++synchronize_calls_; }
+  int synchronize_calls() const { return synchronize_calls_; }
+
+ private:
+  int64_t current_;
+  int64_t peak_;
+  bool absolute_;
+  int synchronize_calls_ = 0;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_COLLECTOR_MEMORY_SOURCE_H_
