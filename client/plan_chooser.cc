@@ -22,21 +22,21 @@ const char* PlanSourceName(PlanSource source) {
   return "unknown";
 }
 
-const std::vector<Action>* PlanChooser::Lru::Get(const Key& key) {
+const PlanChooser::Cached* PlanChooser::Lru::Get(const Key& key) {
   auto it = index_.find(key);
   if (it == index_.end()) return nullptr;
   order_.splice(order_.begin(), order_, it->second);
   return &it->second->second;
 }
 
-void PlanChooser::Lru::Put(const Key& key, std::vector<Action> actions) {
+void PlanChooser::Lru::Put(const Key& key, Cached plan) {
   auto it = index_.find(key);
   if (it != index_.end()) {
-    it->second->second = std::move(actions);
+    it->second->second = std::move(plan);
     order_.splice(order_.begin(), order_, it->second);
     return;
   }
-  order_.emplace_front(key, std::move(actions));
+  order_.emplace_front(key, std::move(plan));
   index_[key] = order_.begin();
   while (order_.size() > capacity_) {
     index_.erase(order_.back().first);
@@ -124,8 +124,10 @@ PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
   PlanChoice choice;
   choice.bucket = key.first;
   choice.planner_status = std::move(why);
-  if (const std::vector<Action>* good = last_good_.Get(key)) {
-    choice.actions = *good;
+  if (const Cached* good = last_good_.Get(key)) {
+    choice.actions = good->actions;
+    choice.predicted_peak_bytes = good->predicted_peak_bytes;
+    choice.solver = good->solver;
     choice.source = PlanSource::kLastGood;
     ++stats_.fallbacks_last_good;
   } else {
@@ -151,10 +153,12 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
     return Fallback(Key{{}, budget_bytes}, valid);
   }
   const Key key{Bucket(features), budget_bytes};
-  if (const std::vector<Action>* hit = cache_.Get(key)) {
+  if (const Cached* hit = cache_.Get(key)) {
     ++stats_.local_hits;
     PlanChoice choice;
-    choice.actions = *hit;
+    choice.actions = hit->actions;
+    choice.predicted_peak_bytes = hit->predicted_peak_bytes;
+    choice.solver = hit->solver;
     choice.source = PlanSource::kLocalCache;
     choice.bucket = key.first;
     return choice;
@@ -188,9 +192,13 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
   if (!usable.ok()) return Fallback(key, usable);
   choice.actions = result->plan->actions;
   choice.source = PlanSource::kPlanner;
+  choice.predicted_peak_bytes = result->plan->predicted_peak_bytes;
+  choice.solver = result->plan->solver;
   if (result->bucket == key.first) {
-    cache_.Put(key, choice.actions);
-    last_good_.Put(key, choice.actions);
+    const Cached plan{choice.actions, choice.predicted_peak_bytes,
+                      choice.solver};
+    cache_.Put(key, plan);
+    last_good_.Put(key, plan);
   }
   return choice;
 }

@@ -61,6 +61,10 @@ const char* PlanSourceName(PlanSource source);
 struct PlanChoice {
   std::vector<Action> actions;  // one per block; never OFFLOAD
   PlanSource source = PlanSource::kSafe;
+  // The plan's predicted peak and solver, when a planner made it (also for
+  // cached and last good plans); 0 and empty for collect and safe plans.
+  int64_t predicted_peak_bytes = 0;
+  std::string solver;
   bool collect() const { return source == PlanSource::kCollect; }
   std::vector<int64_t> bucket;  // the local bucket of the features
   absl::Status planner_status;  // why the planner was not used, if it failed
@@ -105,16 +109,23 @@ class PlanChooser {
  private:
   using Key = std::pair<std::vector<int64_t>, int64_t>;  // bucket, budget
 
+  // What is kept of a planner's plan.
+  struct Cached {
+    std::vector<Action> actions;
+    int64_t predicted_peak_bytes = 0;
+    std::string solver;
+  };
+
   // A small LRU map; not thread-safe by itself (guarded by mu_).
   class Lru {
    public:
     explicit Lru(size_t capacity) : capacity_(capacity) {}
-    const std::vector<Action>* Get(const Key& key);
-    void Put(const Key& key, std::vector<Action> actions);
+    const Cached* Get(const Key& key);
+    void Put(const Key& key, Cached plan);
     void MoveAllTo(Lru* other);
 
    private:
-    using Entry = std::pair<Key, std::vector<Action>>;
+    using Entry = std::pair<Key, Cached>;
     size_t capacity_;
     std::list<Entry> order_;  // most recent first
     std::map<Key, std::list<Entry>::iterator> index_;

@@ -39,6 +39,8 @@ class ScriptedPlanner final : public Planner {
       auto plan = std::make_shared<Plan>();
       plan->actions = actions;
       plan->feasible = true;
+      plan->predicted_peak_bytes = predicted_peak_bytes;
+      plan->solver = "exact";
       result.plan = plan;
     }
     for (size_t i = 0; i < request.features.size(); ++i) {
@@ -60,12 +62,33 @@ class ScriptedPlanner final : public Planner {
   absl::Status status;
   bool collect = false;
   std::vector<Action> actions = {K, R, K};
+  int64_t predicted_peak_bytes = 12345;
   double seq_granularity = 8;
   int register_calls = 0;
   int plan_calls = 0;
   std::string registered;
   PlanRequest last_request;
 };
+
+TEST_CASE("a plan's prediction and solver travel with it, cached too") {
+  ScriptedPlanner planner;
+  PlanChooser chooser(&planner, Model());
+  PlanChoice a = chooser.Choose({4, 100}, 1 << 20);
+  CHECK(a.predicted_peak_bytes == 12345);
+  CHECK(a.solver == "exact");
+  PlanChoice b = chooser.Choose({4, 101}, 1 << 20);
+  REQUIRE(b.source == PlanSource::kLocalCache);
+  CHECK(b.predicted_peak_bytes == 12345);
+  chooser.InvalidatePlans();
+  planner.status = absl::UnavailableError("gone");
+  PlanChoice c = chooser.Choose({4, 100}, 1 << 20);
+  REQUIRE(c.source == PlanSource::kLastGood);
+  CHECK(c.predicted_peak_bytes == 12345);
+  planner.collect = true;
+  planner.status = absl::OkStatus();
+  PlanChoice d = chooser.Choose({4, 300}, 1 << 20);
+  CHECK(d.predicted_peak_bytes == 0);
+}
 
 TEST_CASE("safe actions recompute every checkpointable block") {
   CHECK(PlanChooser::SafeActions(Model()) == std::vector<Action>{K, R, R});

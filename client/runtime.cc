@@ -197,6 +197,12 @@ absl::Status PlannedModel::Step::Finish() {
     outcome.measured_peak_bytes = *peak_bytes_;
     outcome.step_ns = step_ns;
     status = owner_->planner_->ReportOutcome(outcome);
+    // The planner recalibrates on a peak above its prediction; plans cached
+    // here were sized without that, so ask it again from the next step on.
+    if (choice_.predicted_peak_bytes > 0 &&
+        *peak_bytes_ > choice_.predicted_peak_bytes) {
+      owner_->chooser_.InvalidatePlans();
+    }
   }
   if (!status.ok() && !owner_->warned_report_) {
     owner_->warned_report_ = true;
