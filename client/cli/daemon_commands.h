@@ -1,0 +1,41 @@
+// The `remat` CLI's daemon subcommands: health, models, model, plan,
+// explain. Each takes --address (default rematd's 127.0.0.1:7421, or
+// unix:/path) and -o table|json.
+//
+// Exit codes (kExit*): 0 ok, 2 usage error, 3 no plan fits the budget,
+// 4 daemon unreachable, 5 request rejected, 6 daemon not serving.
+#ifndef REMAT_CLIENT_CLI_DAEMON_COMMANDS_H_
+#define REMAT_CLIENT_CLI_DAEMON_COMMANDS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "CLI/CLI.hpp"
+
+namespace remat {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNoFit = 3;
+inline constexpr int kExitUnreachable = 4;
+inline constexpr int kExitRejected = 5;
+inline constexpr int kExitNotServing = 6;
+
+// The exit-code table, for --help footers.
+extern const char kDaemonExitCodesHelp[];
+
+// Adds the subcommands to `app`. When one of them runs (during app.parse),
+// it prints its result to stdout (errors to stderr) and stores its exit
+// code in *exit_code. Usage errors inside a subcommand (a malformed
+// --feature or --budget) throw CLI::ValidationError, like CLI11's own.
+void AddDaemonCommands(CLI::App& app, int* exit_code);
+
+// "6GiB", "512MiB", "1.5GB", "4096" (bytes); binary (KiB..TiB) and decimal
+// (KB..TB) units. False on anything else, or a value that does not fit.
+bool ParseByteSize(const std::string& text, int64_t* bytes);
+// 6442450944 -> "6.00 GiB".
+std::string FormatByteSize(int64_t bytes);
+
+}  // namespace remat
+
+#endif  // REMAT_CLIENT_CLI_DAEMON_COMMANDS_H_
