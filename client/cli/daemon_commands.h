@@ -30,12 +30,6 @@ extern const char kDaemonExitCodesHelp[];
 // --feature or --budget) throw CLI::ValidationError, like CLI11's own.
 void AddDaemonCommands(CLI::App& app, int* exit_code);
 
-// "6GiB", "512MiB", "1.5GB", "4096" (bytes); binary (KiB..TiB) and decimal
-// (KB..TB) units. False on anything else, or a value that does not fit.
-bool ParseByteSize(const std::string& text, int64_t* bytes);
-// 6442450944 -> "6.00 GiB".
-std::string FormatByteSize(int64_t bytes);
-
 }  // namespace remat
 
 #endif  // REMAT_CLIENT_CLI_DAEMON_COMMANDS_H_
