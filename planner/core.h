@@ -51,9 +51,10 @@ struct PlanRequest {
 struct PlanResult {
   // COLLECT: the estimator cannot vouch for these features yet; run the
   // batch with every checkpointable block recomputed and report samples.
+  // `plan` is then that safe plan (solver "collect").
   bool collect = false;
   std::string collect_reason;
-  std::shared_ptr<const Plan> plan;  // set when !collect
+  std::shared_ptr<const Plan> plan;  // never null on success
   bool from_cache = false;
   std::vector<int64_t> bucket;  // the bucketed features the plan is sized for
 };
@@ -62,6 +63,8 @@ struct Outcome {
   std::string model;
   Features features;
   std::vector<Action> actions;  // the plan the step ran
+  // The step's measured peak. After an out-of-memory error, the memory that
+  // was available (at least the budget): a lower bound on the true peak.
   int64_t measured_peak_bytes = 0;
   int64_t step_ns = 0;
   bool out_of_memory = false;
@@ -97,8 +100,10 @@ class PlannerCore {
   // in the message. COLLECT is a successful result, not an error.
   absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request);
 
-  // Like GetPlan, but also returns the infeasible plan instead of an error,
-  // for explaining; never COLLECT unless there are no samples.
+  // Like GetPlan, for explaining: returns the plan even when it does not fit
+  // (plan->feasible false) and plans even when the estimator cannot vouch
+  // for the features (collect true, collect_reason set, plan set).
+  // FAILED_PRECONDITION when the model has no samples yet. Never cached.
   absl::StatusOr<PlanResult> Explain(const PlanRequest& request);
 
   // Feeds calibration. NOT_FOUND / INVALID_ARGUMENT.

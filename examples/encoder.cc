@@ -1,0 +1,68 @@
+#include "examples/encoder.h"
+
+namespace remat {
+namespace {
+
+// Token ids [batch, seq] -> embeddings [seq, batch, width] (the layout
+// TransformerEncoderLayer takes).
+class EmbedImpl : public torch::nn::Module {
+ public:
+  explicit EmbedImpl(const EncoderOptions& o)
+      : embedding_(register_module(
+            "embedding", torch::nn::Embedding(o.vocab, o.width))) {}
+  torch::Tensor forward(const torch::Tensor& ids) {
+    return embedding_(ids).transpose(0, 1).contiguous();
+  }
+
+ private:
+  torch::nn::Embedding embedding_;
+};
+TORCH_MODULE(Embed);
+
+// [seq, batch, width] -> logits [batch, classes].
+class HeadImpl : public torch::nn::Module {
+ public:
+  explicit HeadImpl(const EncoderOptions& o)
+      : linear_(register_module("linear",
+                                torch::nn::Linear(o.width, o.classes))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return linear_(x.mean(0)); }
+
+ private:
+  torch::nn::Linear linear_;
+};
+TORCH_MODULE(Head);
+
+}  // namespace
+
+std::vector<NamedBlock> MakeEncoderBlocks(const EncoderOptions& o) {
+  std::vector<NamedBlock> blocks;
+  blocks.push_back({"embed", torch::nn::AnyModule(Embed(o)), false});
+  for (int64_t i = 0; i < o.depth; ++i) {
+    torch::nn::TransformerEncoderLayer layer(
+        torch::nn::TransformerEncoderLayerOptions(o.width, o.heads)
+            .dim_feedforward(o.ffn)
+            .dropout(o.dropout));
+    blocks.push_back(
+        {"layer" + std::to_string(i), torch::nn::AnyModule(layer), true});
+  }
+  blocks.push_back({"head", torch::nn::AnyModule(Head(o)), true});
+  return blocks;
+}
+
+std::pair<torch::Tensor, torch::Tensor> MakeTokenBatch(
+    const EncoderOptions& o, int64_t batch, int64_t seq,
+    torch::Generator& generator) {
+  // Each sequence leans to the lower or upper half of the vocabulary.
+  const torch::Tensor lean =
+      torch::rand({batch, 1}, generator, torch::kFloat) * 0.4 + 0.3;
+  const torch::Tensor lower =
+      torch::rand({batch, seq}, generator, torch::kFloat) < lean;
+  const torch::Tensor half =
+      torch::randint(o.vocab / 2, {batch, seq}, generator, torch::kLong);
+  const torch::Tensor ids = torch::where(lower, half, half + o.vocab / 2);
+  const torch::Tensor labels =
+      (lower.to(torch::kFloat).mean(1) > 0.5).to(torch::kLong);
+  return {ids, labels};
+}
+
+}  // namespace remat

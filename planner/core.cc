@@ -1,0 +1,324 @@
+#include "planner/core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <shared_mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/solver.h"
+#include "planner/units.h"
+
+namespace remat {
+namespace {
+
+bool SameShape(const ModelSpec& a, const ModelSpec& b) {
+  if (a.feature_names != b.feature_names) return false;
+  if (a.blocks.size() != b.blocks.size()) return false;
+  for (size_t i = 0; i < a.blocks.size(); ++i) {
+    if (a.blocks[i].name != b.blocks[i].name ||
+        a.blocks[i].checkpointable != b.blocks[i].checkpointable) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The plan that is always safe to run: every checkpointable block recomputed.
+std::shared_ptr<const Plan> SafePlan(const ModelSpec& spec,
+                                     const std::string& reason) {
+  auto plan = std::make_shared<Plan>();
+  plan->solver = "collect";
+  for (const BlockSpec& b : spec.blocks) {
+    plan->actions.push_back(b.checkpointable ? Action::kRecompute
+                                             : Action::kKeep);
+    plan->reasons.push_back(b.checkpointable ? reason : "not checkpointable");
+  }
+  return plan;
+}
+
+}  // namespace
+
+struct PlannerCore::Impl {
+  explicit Impl(CoreOptions o)
+      : options(std::move(o)), cache(options.plan_cache_capacity) {}
+
+  // One registered model. `mu` serialises its estimator; plans are solved
+  // under it too, so a plan is never cached after a refit made it stale.
+  struct Model {
+    ModelSpec spec;
+    std::vector<double> granularity;  // per feature
+    std::unique_ptr<Estimator> estimator;
+    std::mutex mu;
+    uint64_t outcomes = 0;
+    uint64_t out_of_memory = 0;
+  };
+
+  const CoreOptions options;
+  PlanCache cache;
+  mutable std::shared_mutex models_mu;  // guards the map, not the models
+  std::map<std::string, std::shared_ptr<Model>> models;
+
+  absl::StatusOr<std::shared_ptr<Model>> Find(const std::string& name) const {
+    std::shared_lock lock(models_mu);
+    auto it = models.find(name);
+    if (it == models.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "model: \"", name, "\" is not registered; register it first"));
+    }
+    return it->second;
+  }
+
+  absl::StatusOr<std::unique_ptr<Estimator>> NewEstimator(
+      const ModelSpec& spec) const {
+    if (options.estimator_kind == "mimose") {
+      return NewMimoseEstimator(spec, options.estimator);
+    }
+    return NewRematEstimator(spec, options.estimator);
+  }
+
+  // Validates the request and resolves its solver name.
+  absl::Status Check(const Model& m, const PlanRequest& r,
+                     std::string* solver_name,
+                     std::unique_ptr<Solver>* solver) const {
+    if (auto s = ValidateFeatures(m.spec, r.features); !s.ok()) return s;
+    if (r.budget_bytes <= 0) {
+      return absl::InvalidArgumentError(
+          "budget_bytes: must be positive (the device memory the step may "
+          "use)");
+    }
+    *solver_name = r.solver.empty() ? options.default_solver : r.solver;
+    auto made = NewSolver(*solver_name);
+    if (!made.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("solver: ", made.status().message()));
+    }
+    *solver = *std::move(made);
+    return absl::OkStatus();
+  }
+
+  // Predicts and solves for `bucket` under m.mu. static_max plans for the
+  // largest input observed (and at least this bucket), once per budget.
+  absl::StatusOr<PlanResult> Solve(Model& m, const PlanRequest& r,
+                                   const std::string& solver_name,
+                                   const Solver& solver,
+                                   std::vector<int64_t> bucket) const {
+    PlanResult result;
+    result.bucket = std::move(bucket);
+    Features at(result.bucket.begin(), result.bucket.end());
+    if (solver_name == "static_max") {
+      for (const FeatureRange& range : m.estimator->ObservedRange()) {
+        auto i = FeatureIndex(m.spec, range.feature);
+        if (i) at[*i] = std::max(at[*i], range.max);
+      }
+    }
+    auto prediction = m.estimator->Predict(at);
+    if (!prediction.ok()) return prediction.status();
+    if (!prediction->trusted) {
+      result.collect = true;
+      result.collect_reason = prediction->untrusted_reason;
+    }
+    const int64_t margin_bytes = static_cast<int64_t>(
+        std::ceil(options.margin_fraction * r.budget_bytes));
+    const PlanProblem problem =
+        MakePlanProblem(m.spec, *prediction, r.budget_bytes, margin_bytes);
+    result.plan = std::make_shared<Plan>(solver.Solve(problem));
+    return result;
+  }
+};
+
+PlannerCore::PlannerCore(CoreOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+PlannerCore::~PlannerCore() = default;
+
+absl::Status PlannerCore::RegisterModel(const ModelSpec& spec) {
+  if (auto s = ValidateModelSpec(spec); !s.ok()) return s;
+  std::unique_lock lock(impl_->models_mu);
+  auto it = impl_->models.find(spec.name);
+  if (it != impl_->models.end()) {
+    if (SameShape(it->second->spec, spec)) return absl::OkStatus();
+    return absl::AlreadyExistsError(absl::StrCat(
+        "model: \"", spec.name,
+        "\" is registered with different blocks or features; register the "
+        "new shape under a new name"));
+  }
+  if (static_cast<int>(impl_->models.size()) >= impl_->options.max_models) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("model: at most ", impl_->options.max_models,
+                     " models may be registered"));
+  }
+  auto estimator = impl_->NewEstimator(spec);
+  if (!estimator.ok()) return estimator.status();
+  auto model = std::make_shared<Impl::Model>();
+  model->spec = spec;
+  model->estimator = *std::move(estimator);
+  for (const std::string& f : spec.feature_names) {
+    auto g = impl_->options.granularity.find(f);
+    model->granularity.push_back(g != impl_->options.granularity.end()
+                                     ? g->second
+                                     : impl_->options.default_granularity);
+  }
+  impl_->models.emplace(spec.name, std::move(model));
+  return absl::OkStatus();
+}
+
+absl::Status PlannerCore::AddSamples(const std::string& model,
+                                     const std::vector<Sample>& samples) {
+  auto m = impl_->Find(model);
+  if (!m.ok()) return m.status();
+  std::lock_guard lock((*m)->mu);
+  const size_t limit = impl_->options.max_samples_per_model;
+  if ((*m)->estimator->num_samples() + samples.size() > limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "samples: model \"", model, "\" would exceed ", limit,
+        " samples; it already has plenty to fit on"));
+  }
+  if (auto s = (*m)->estimator->AddSamples(samples); !s.ok()) return s;
+  impl_->cache.InvalidateModel(model);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
+  auto found = impl_->Find(request.model);
+  if (!found.ok()) return found.status();
+  Impl::Model& m = **found;
+  std::string solver_name;
+  std::unique_ptr<Solver> solver;
+  if (auto s = impl_->Check(m, request, &solver_name, &solver); !s.ok()) {
+    return s;
+  }
+  PlanKey key{request.model, BucketFeatures(request.features, m.granularity),
+              request.budget_bytes, solver_name};
+  if (auto cached = impl_->cache.Lookup(key)) {
+    PlanResult result;
+    result.plan = std::move(cached);
+    result.from_cache = true;
+    result.bucket = std::move(key.bucket);
+    return result;
+  }
+
+  std::lock_guard lock(m.mu);
+  if (m.estimator->num_samples() == 0) {
+    PlanResult result;
+    result.collect = true;
+    result.collect_reason = "no samples yet";
+    result.plan = SafePlan(m.spec, "collect: no samples yet");
+    result.bucket = std::move(key.bucket);
+    return result;
+  }
+  auto result = impl_->Solve(m, request, solver_name, *solver, key.bucket);
+  if (!result.ok()) return result.status();
+  if (result->collect) {
+    result->plan = SafePlan(m.spec, "collect: " + result->collect_reason);
+    return result;
+  }
+  const Plan& plan = *result->plan;
+  if (!plan.feasible) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
+        " for features [", absl::StrJoin(request.features, ", "),
+        "]; the smallest reachable peak is ",
+        FormatBytes(plan.predicted_peak_bytes), " (",
+        plan.predicted_peak_bytes, " bytes); raise the budget or shrink the "
+        "batch"));
+  }
+  impl_->cache.Insert(key, result->plan);
+  return result;
+}
+
+absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
+  auto found = impl_->Find(request.model);
+  if (!found.ok()) return found.status();
+  Impl::Model& m = **found;
+  std::string solver_name;
+  std::unique_ptr<Solver> solver;
+  if (auto s = impl_->Check(m, request, &solver_name, &solver); !s.ok()) {
+    return s;
+  }
+  std::lock_guard lock(m.mu);
+  if (m.estimator->num_samples() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model: \"", request.model,
+        "\" has no samples yet; run a few training steps (they collect) "
+        "first"));
+  }
+  return impl_->Solve(m, request, solver_name, *solver,
+                      BucketFeatures(request.features, m.granularity));
+}
+
+absl::Status PlannerCore::ReportOutcome(const Outcome& outcome) {
+  auto found = impl_->Find(outcome.model);
+  if (!found.ok()) return found.status();
+  Impl::Model& m = **found;
+  if (auto s = ValidateFeatures(m.spec, outcome.features); !s.ok()) return s;
+  if (outcome.actions.size() != m.spec.blocks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "actions: has ", outcome.actions.size(), " entries; model \"",
+        outcome.model, "\" has ", m.spec.blocks.size(), " blocks"));
+  }
+  if (outcome.measured_peak_bytes < 0) {
+    return absl::InvalidArgumentError("measured_peak_bytes: must not be negative");
+  }
+  if (outcome.step_ns < 0) {
+    return absl::InvalidArgumentError("step_ns: must not be negative");
+  }
+  std::lock_guard lock(m.mu);
+  ++m.outcomes;
+  if (outcome.out_of_memory) ++m.out_of_memory;
+  if (m.estimator->num_samples() == 0 || outcome.measured_peak_bytes == 0) {
+    return absl::OkStatus();  // nothing to calibrate against yet
+  }
+  auto before = m.estimator->Predict(outcome.features);
+  if (auto s = m.estimator->ReportPeak(outcome.features, outcome.actions,
+                                       outcome.measured_peak_bytes);
+      !s.ok()) {
+    return s;
+  }
+  auto after = m.estimator->Predict(outcome.features);
+  // Cached plans were sized without the new calibration: drop them only
+  // when it moved, so steady reports keep the cache warm.
+  if (!before.ok() || !after.ok() ||
+      before->calibration_bytes != after->calibration_bytes) {
+    impl_->cache.InvalidateModel(outcome.model);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> PlannerCore::ListModels() const {
+  std::shared_lock lock(impl_->models_mu);
+  std::vector<std::string> names;
+  for (const auto& [name, model] : impl_->models) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<ModelState> PlannerCore::GetModelState(
+    const std::string& model) const {
+  auto found = impl_->Find(model);
+  if (!found.ok()) return found.status();
+  Impl::Model& m = **found;
+  std::lock_guard lock(m.mu);
+  ModelState state;
+  state.spec = m.spec;
+  state.num_samples = m.estimator->num_samples();
+  if (state.num_samples > 0) {
+    state.fit_quality = m.estimator->FitQuality();
+    state.observed_range = m.estimator->ObservedRange();
+  }
+  state.outcomes = m.outcomes;
+  state.out_of_memory = m.out_of_memory;
+  return state;
+}
+
+absl::StatusOr<ModelSpec> PlannerCore::GetModelSpec(
+    const std::string& model) const {
+  auto found = impl_->Find(model);
+  if (!found.ok()) return found.status();
+  return (*found)->spec;
+}
+
+PlanCacheStats PlannerCore::cache_stats() const { return impl_->cache.stats(); }
+
+}  // namespace remat

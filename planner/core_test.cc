@@ -1,0 +1,216 @@
+#include "planner/core.h"
+
+#include <atomic>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+namespace remat {
+namespace {
+
+ModelSpec Spec(int blocks = 4) {
+  ModelSpec spec{"enc", {"batch", "seq"}, {}};
+  for (int i = 0; i < blocks; ++i) {
+    spec.blocks.push_back({"layer" + std::to_string(i), i != 0});
+  }
+  return spec;
+}
+
+// A law the estimator can recover exactly: attention-like b*s^2 plus
+// MLP-like b*s terms.
+Sample Law(const ModelSpec& spec, double b, double s) {
+  Sample sample;
+  sample.features = {b, s};
+  for (size_t i = 0; i < spec.blocks.size(); ++i) {
+    const double bs = b * s;
+    sample.blocks.push_back({static_cast<int64_t>(4000 * bs + 4 * bs * s),
+                             static_cast<int64_t>(512 * bs),
+                             static_cast<int64_t>(1000 * bs)});
+  }
+  sample.base_bytes = 1 << 20;
+  return sample;
+}
+
+std::vector<Sample> Grid(const ModelSpec& spec) {
+  std::vector<Sample> samples;
+  for (double b : {1, 2, 4, 8}) {
+    for (double s : {64, 128, 256, 512}) samples.push_back(Law(spec, b, s));
+  }
+  return samples;
+}
+
+int64_t KeepAllPeak(const ModelSpec& spec, double b, double s) {
+  const Sample sample = Law(spec, b, s);
+  int64_t peak = *sample.base_bytes;
+  for (const auto& m : sample.blocks) peak += m.act_bytes;
+  return peak;
+}
+
+TEST_CASE("registration is idempotent for the same shape only") {
+  PlannerCore core;
+  REQUIRE(core.RegisterModel(Spec()).ok());
+  REQUIRE(core.RegisterModel(Spec()).ok());
+  CHECK(absl::IsAlreadyExists(core.RegisterModel(Spec(5))));
+  CHECK(absl::IsInvalidArgument(core.RegisterModel(ModelSpec{})));
+  CHECK(core.ListModels() == std::vector<std::string>{"enc"});
+}
+
+TEST_CASE("unknown models and bad requests are rejected by field") {
+  PlannerCore core;
+  REQUIRE(core.RegisterModel(Spec()).ok());
+  CHECK(absl::IsNotFound(core.GetPlan({"nope", {1, 64}, 1 << 30}).status()));
+  CHECK(absl::IsNotFound(core.AddSamples("nope", {})));
+  auto bad = core.GetPlan({"enc", {1}, 1 << 30});
+  CHECK(absl::IsInvalidArgument(bad.status()));
+  bad = core.GetPlan({"enc", {1, 64}, 0});
+  CHECK(bad.status().message().find("budget_bytes") != std::string::npos);
+  bad = core.GetPlan({"enc", {1, 64}, 1 << 30, "magic"});
+  CHECK(bad.status().message().find("solver") != std::string::npos);
+  CHECK(absl::IsFailedPrecondition(
+      core.Explain({"enc", {1, 64}, 1 << 30}).status()));
+}
+
+TEST_CASE("a model without samples collects with the safe plan") {
+  PlannerCore core;
+  REQUIRE(core.RegisterModel(Spec()).ok());
+  auto result = core.GetPlan({"enc", {2, 100}, int64_t{1} << 40});
+  REQUIRE(result.ok());
+  CHECK(result->collect);
+  REQUIRE(result->plan != nullptr);
+  CHECK(result->plan->actions[0] == Action::kKeep);  // not checkpointable
+  CHECK(result->plan->actions[1] == Action::kRecompute);
+  CHECK(result->bucket == std::vector<int64_t>{2, 104});  // seq rounds to 8
+}
+
+TEST_CASE("with samples it plans within budget and caches the bucket") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+
+  // Loose budget: nothing needs recomputing.
+  auto loose = core.GetPlan({"enc", {4, 300}, KeepAllPeak(spec, 8, 512) * 2});
+  REQUIRE(loose.ok());
+  CHECK_FALSE(loose->collect);
+  CHECK(loose->plan->recompute_ns == 0);
+
+  // Tight budget: some blocks recompute, the peak fits.
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 7 / 10;
+  auto tight = core.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(tight.ok());
+  CHECK_FALSE(tight->from_cache);
+  CHECK(tight->plan->feasible);
+  CHECK(tight->plan->predicted_peak_bytes <= budget);
+  CHECK(tight->plan->recompute_ns > 0);
+  CHECK(tight->plan->solver == "exact");
+
+  // Same bucket: a cache hit with the same plan.
+  auto again = core.GetPlan({"enc", {4, 297}, budget});
+  REQUIRE(again.ok());
+  CHECK(again->from_cache);
+  CHECK(again->plan == tight->plan);
+
+  // New samples refit and invalidate.
+  REQUIRE(core.AddSamples("enc", {Law(spec, 3, 200)}).ok());
+  auto refit = core.GetPlan({"enc", {4, 297}, budget});
+  REQUIRE(refit.ok());
+  CHECK_FALSE(refit->from_cache);
+}
+
+TEST_CASE("far outside the observed range it collects") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  auto result = core.GetPlan({"enc", {4, 4096}, int64_t{1} << 40});
+  REQUIRE(result.ok());
+  CHECK(result->collect);
+  CHECK_FALSE(result->collect_reason.empty());
+}
+
+TEST_CASE("no plan fits: RESOURCE_EXHAUSTED names the smallest peak") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  auto result = core.GetPlan({"enc", {8, 512}, 1 << 20});
+  CHECK(absl::IsResourceExhausted(result.status()));
+  CHECK(result.status().message().find("smallest reachable peak") !=
+        std::string::npos);
+  auto explained = core.Explain({"enc", {8, 512}, 1 << 20});
+  REQUIRE(explained.ok());
+  CHECK_FALSE(explained->plan->feasible);
+}
+
+TEST_CASE("a measured peak above the prediction makes later plans safer") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  // Needs two of the three checkpointable blocks recomputed; 4 MiB more
+  // measured than predicted needs the third.
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 85 / 100;
+  auto first = core.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(first.ok());
+  REQUIRE(first->plan->feasible);
+
+  const std::vector<Action> keep_all(spec.blocks.size(), Action::kKeep);
+  Outcome outcome{"enc", {4, 304}, keep_all,
+                  KeepAllPeak(spec, 4, 304) + (4 << 20), 1000, false};
+  REQUIRE(core.ReportOutcome(outcome).ok());
+  auto second = core.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(second.ok());
+  CHECK_FALSE(second->from_cache);
+  CHECK(second->plan->feasible);
+  CHECK(second->plan->recompute_ns > first->plan->recompute_ns);
+
+  auto state = core.GetModelState("enc");
+  REQUIRE(state.ok());
+  CHECK(state->outcomes == 1);
+  CHECK(state->num_samples == 16);
+
+  outcome.actions.pop_back();
+  CHECK(absl::IsInvalidArgument(core.ReportOutcome(outcome)));
+}
+
+TEST_CASE("static_max plans for the largest input seen") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  const int64_t budget = KeepAllPeak(spec, 8, 512) * 6 / 10;
+  auto small_static = core.GetPlan({"enc", {1, 64}, budget, "static_max"});
+  auto small_exact = core.GetPlan({"enc", {1, 64}, budget, "exact"});
+  REQUIRE(small_static.ok());
+  REQUIRE(small_exact.ok());
+  CHECK(small_exact->plan->recompute_ns == 0);
+  CHECK(small_static->plan->recompute_ns > 0);
+}
+
+TEST_CASE("concurrent planning and sampling stay consistent") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const double seq = 64 + (i * 37 + t * 11) % 448;
+        auto r = core.GetPlan({"enc", {4, seq}, int64_t{1} << 40});
+        if (!r.ok() || r->plan == nullptr) ++errors;
+        if (t == 0 && i % 50 == 0 &&
+            !core.AddSamples("enc", {Law(spec, 2, seq)}).ok()) {
+          ++errors;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(errors == 0);
+  CHECK(core.cache_stats().hits > 0);
+}
+
+}  // namespace
+}  // namespace remat
