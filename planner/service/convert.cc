@@ -175,6 +175,10 @@ void PlanResultToProto(const ModelSpec& spec, const PlanResult& result,
     proto->set_collect_reason(result.collect_reason);
   } else {
     proto->set_decision(v1::PLAN);
+  }
+  // COLLECT carries the plan to run too (every checkpointable block
+  // recomputed; from Explain, the plan the estimator would make).
+  if (result.plan != nullptr) {
     PlanToProto(spec, *result.plan, proto->mutable_plan());
   }
   proto->set_from_cache(result.from_cache);
@@ -191,6 +195,11 @@ absl::StatusOr<PlanResult> PlanResultFromProto(
     case v1::COLLECT:
       result.collect = true;
       result.collect_reason = proto.collect_reason();
+      if (proto.has_plan()) {
+        auto plan = PlanFromProto(proto.plan());
+        if (!plan.ok()) return plan.status();
+        result.plan = std::make_shared<const Plan>(*std::move(plan));
+      }
       break;
     case v1::PLAN: {
       auto plan = PlanFromProto(proto.plan());

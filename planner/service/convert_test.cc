@@ -129,6 +129,15 @@ TEST_CASE("plan results survive the round trip; COLLECT has no plan") {
   REQUIRE(back->plan == nullptr);
   REQUIRE(back->collect_reason == c.collect_reason);
 
+  // COLLECT with the plan to run (what the core returns).
+  c.plan = plan;
+  PlanResultToProto(Spec(), c, &proto);
+  REQUIRE(proto.decision() == v1::COLLECT);
+  REQUIRE(proto.plan().blocks_size() == 3);
+  back = PlanResultFromProto(proto);
+  REQUIRE(back->collect);
+  REQUIRE(back->plan->actions == plan->actions);
+
   proto.set_decision(v1::DECISION_UNSPECIFIED);
   REQUIRE_FALSE(PlanResultFromProto(proto).ok());
 }
