@@ -300,6 +300,10 @@ int RunPlan(const CommonArgs& args, const PlanArgs& p) {
     PrintTable({{"decision", "COLLECT"},
                 {"reason", r.collect_reason()},
                 {"bucket", bucket}});
+    if (r.plan().blocks_size() > 0) {
+      std::cout << "\n";
+      PrintPlanTable(r.plan());
+    }
     return kExitOk;
   }
   const v1::Plan& plan = r.plan();
@@ -332,7 +336,13 @@ int RunExplain(const CommonArgs& args, const PlanArgs& p) {
   } else if (r.decision() == v1::COLLECT) {
     PrintTable({{"decision", "COLLECT"},
                 {"reason", r.collect_reason()},
-                {"bucket", Bucket(r.bucket(), r.bucket_features())}});
+                {"bucket", Bucket(r.bucket(), r.bucket_features())},
+                {"untrusted_peak", FormatByteSize(r.plan().predicted_peak_bytes())},
+                {"budget", FormatByteSize(r.budget_bytes())}});
+    if (r.plan().blocks_size() > 0) {
+      std::cout << "\n";
+      PrintPlanTable(r.plan());
+    }
   } else {
     PrintTable({{"decision", "PLAN"},
                 {"bucket", Bucket(r.bucket(), r.bucket_features())},

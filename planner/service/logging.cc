@@ -57,6 +57,10 @@ std::string FormatLogBody(bool json, const std::string& msg,
   return line;
 }
 
+bool LogEnabled(spdlog::level::level_enum level) {
+  return Logger()->should_log(level);
+}
+
 void LogEvent(spdlog::level::level_enum level, const std::string& msg,
               const LogFields& fields) {
   auto logger = Logger();

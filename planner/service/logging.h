@@ -25,6 +25,10 @@ using LogFields = std::vector<std::pair<std::string, nlohmann::json>>;
 void LogEvent(spdlog::level::level_enum level, const std::string& msg,
               const LogFields& fields = {});
 
+// False when LogEvent at `level` would write nothing: lets hot paths skip
+// building the fields.
+bool LogEnabled(spdlog::level::level_enum level);
+
 // The line LogEvent writes after the time and level, for tests.
 std::string FormatLogBody(bool json, const std::string& msg,
                           const LogFields& fields);

@@ -260,6 +260,7 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
                              std::chrono::steady_clock::now() - start)
                              .count();
   metrics_->ObservePlanLatency(seconds, result->from_cache);
+  if (!LogEnabled(spdlog::level::info)) return absl::OkStatus();
   int recomputed = 0;
   int64_t predicted = 0;
   if (result->plan != nullptr) {
