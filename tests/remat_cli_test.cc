@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <sstream>
 
 #include "client/remote_planner.h"
 #include "nlohmann/json.hpp"
@@ -161,6 +162,50 @@ TEST_CASE("rematd --validate-config") {
   r = RunCommand({Rematd(), "--help"});
   REQUIRE(r.exit_code == 0);
   REQUIRE(Contains(r.out, "127.0.0.1:7421"));
+}
+
+}  // namespace
+}  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST_CASE("rematd --log-format json writes one JSON object per line") {
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start({"", "", {"--log-format", "json"}}).ok());
+  const ModelSpec spec = testing::TestModel("bert", 3);
+  RemotePlannerOptions o;
+  o.address = daemon.address();
+  o.get_plan_deadline = std::chrono::milliseconds(10000);
+  RemotePlanner planner(o);
+  REQUIRE(planner.RegisterModel(spec).ok());
+  REQUIRE(planner.ReportSamples("bert", testing::TestSampleGrid(spec)).ok());
+  REQUIRE(planner.GetPlan({"bert", {4, 256}, int64_t{1} << 30, ""}).ok());
+  REQUIRE(planner.GetPlan({"bert", {4, 256}, int64_t{1} << 30, ""}).ok());
+  REQUIRE(daemon.Signal(SIGTERM) == 0);
+
+  std::istringstream lines(daemon.log());
+  std::string line;
+  int plans = 0, parsed = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    INFO(line);
+    REQUIRE_FALSE(j.is_discarded());
+    ++parsed;
+    REQUIRE(j.contains("time"));
+    REQUIRE(j.contains("level"));
+    if (j["msg"] == "plan") {
+      REQUIRE(j["model"] == "bert");
+      REQUIRE(j["features"]["seq"] == 256.0);
+      REQUIRE(j["budget_bytes"] == int64_t{1} << 30);
+      REQUIRE(j["predicted_peak_bytes"].get<int64_t>() > 0);
+      REQUIRE(j.contains("blocks_recomputed"));
+      REQUIRE(j["from_cache"] == (plans == 1));
+      ++plans;
+    }
+  }
+  REQUIRE(plans == 2);
+  REQUIRE(parsed >= 5);  // model_registered, state_loaded, serving, plans, ...
 }
 
 }  // namespace
