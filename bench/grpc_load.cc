@@ -16,6 +16,10 @@
 // Plan-decision log lines are off (log level warn) so stderr is not timed.
 //
 // Flags: --seconds S per run (default 1.5).
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -25,10 +29,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/client_context.h>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -158,7 +158,8 @@ RunResult Run(const std::string& address, int clients, const std::string& mix,
 int Main(int argc, char** argv) {
   double seconds = 1.5;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--seconds") == 0)
+      seconds = std::atof(argv[i + 1]);
   }
   // Debian's abseil checks every Mutex acquisition for lock-order cycles
   // (a debug aid that showed up as ~5% of GetPlan's CPU); the service's

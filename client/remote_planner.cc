@@ -1,13 +1,13 @@
 #include "client/remote_planner.h"
 
-#include <algorithm>
-#include <thread>
-#include <utility>
-
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "planner/service/convert.h"
@@ -22,8 +22,8 @@ using Clock = std::chrono::system_clock;
 // Runs `call` with a fresh context per attempt, all attempts within
 // `deadline`; retries only idempotent calls, only on UNAVAILABLE.
 template <typename Call>
-grpc::Status Invoke(const RemotePlannerOptions& options, Clock::time_point deadline,
-                    bool idempotent, Call&& call) {
+grpc::Status Invoke(const RemotePlannerOptions& options,
+                    Clock::time_point deadline, bool idempotent, Call&& call) {
   std::chrono::milliseconds backoff = options.initial_backoff;
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext context;
@@ -86,11 +86,11 @@ absl::Status RemotePlanner::RegisterModel(const ModelSpec& spec) {
   v1::RegisterModelRequest request;
   ModelSpecToProto(spec, request.mutable_model());
   v1::RegisterModelResponse response;
-  const grpc::Status s = Invoke(
-      options_, Clock::now() + options_.call_deadline, /*idempotent=*/true,
-      [&](grpc::ClientContext* c) {
-        return stub_->RegisterModel(c, request, &response);
-      });
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->RegisterModel(c, request, &response);
+             });
   absl::Status status = FromGrpcStatus(s);
   // Keep the spec even when the daemon is unreachable: plans then fall back
   // to the safe plan instead of failing.
@@ -130,11 +130,11 @@ absl::StatusOr<PlanResult> RemotePlanner::CallGetPlan(
   proto.set_budget_bytes(request.budget_bytes);
   proto.set_solver(request.solver);
   v1::GetPlanResponse response;
-  const grpc::Status s = Invoke(
-      options_, Clock::now() + options_.get_plan_deadline, /*idempotent=*/true,
-      [&](grpc::ClientContext* c) {
-        return stub_->GetPlan(c, proto, &response);
-      });
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.get_plan_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->GetPlan(c, proto, &response);
+             });
   if (!s.ok()) return FromGrpcStatus(s);
   return PlanResultFromProto(response);
 }
@@ -202,7 +202,8 @@ PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
         bool covers = true;
         double size = 0;
         for (size_t i = 0; i < g.bucket.size(); ++i) {
-          covers = covers && static_cast<double>(g.bucket[i]) >= request.features[i];
+          covers =
+              covers && static_cast<double>(g.bucket[i]) >= request.features[i];
           size += static_cast<double>(g.bucket[i]);
         }
         // The tightest covering bucket recomputes the least.
@@ -223,17 +224,17 @@ PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
   }
   if (result.plan != nullptr) {
     Warn(absl::StrCat("rematd unreachable (", why.message(),
-                      "); using the last good plan for model \"",
-                      request.model, "\""));
+                      "); using the last good plan for model \"", request.model,
+                      "\""));
     return result;
   }
   auto plan = std::make_shared<Plan>();
   for (const BlockSpec& b : spec.blocks) {
     plan->actions.push_back(b.checkpointable ? Action::kRecompute
                                              : Action::kKeep);
-    plan->reasons.push_back(
-        b.checkpointable ? "safe plan: planner unreachable, recompute"
-                         : "not checkpointable");
+    plan->reasons.push_back(b.checkpointable
+                                ? "safe plan: planner unreachable, recompute"
+                                : "not checkpointable");
   }
   plan->solver = "safe";
   // Unknown without the estimator; the safe plan is the least memory the
@@ -277,19 +278,19 @@ absl::Status RemotePlanner::ReportSamples(const std::string& model,
   request.set_model(model);
   for (size_t i = 0; i < samples.size(); ++i) {
     if (samples[i].features.size() != spec->feature_names.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "samples[", i, "].features: has ", samples[i].features.size(),
-          " values; model \"", model, "\" has ", spec->feature_names.size(),
-          " features"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("samples[", i, "].features: has ",
+                       samples[i].features.size(), " values; model \"", model,
+                       "\" has ", spec->feature_names.size(), " features"));
     }
     SampleToProto(*spec, samples[i], request.add_samples());
   }
   v1::ReportSamplesResponse response;
-  const grpc::Status s = Invoke(
-      options_, Clock::now() + options_.call_deadline, /*idempotent=*/false,
-      [&](grpc::ClientContext* c) {
-        return stub_->ReportSamples(c, request, &response);
-      });
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/false, [&](grpc::ClientContext* c) {
+               return stub_->ReportSamples(c, request, &response);
+             });
   return FromGrpcStatus(s);
 }
 
@@ -305,11 +306,11 @@ absl::Status RemotePlanner::ReportOutcome(const Outcome& outcome) {
     if (it != predicted_.end()) request.set_predicted_peak_bytes(it->second);
   }
   v1::ReportOutcomeResponse response;
-  const grpc::Status s = Invoke(
-      options_, Clock::now() + options_.call_deadline, /*idempotent=*/false,
-      [&](grpc::ClientContext* c) {
-        return stub_->ReportOutcome(c, request, &response);
-      });
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/false, [&](grpc::ClientContext* c) {
+               return stub_->ReportOutcome(c, request, &response);
+             });
   return FromGrpcStatus(s);
 }
 
@@ -318,11 +319,11 @@ absl::StatusOr<v1::GetModelStateResponse> RemotePlanner::GetModelState(
   v1::GetModelStateRequest request;
   request.set_model(model);
   v1::GetModelStateResponse response;
-  const grpc::Status s = Invoke(
-      options_, Clock::now() + options_.call_deadline, /*idempotent=*/true,
-      [&](grpc::ClientContext* c) {
-        return stub_->GetModelState(c, request, &response);
-      });
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->GetModelState(c, request, &response);
+             });
   if (!s.ok()) return FromGrpcStatus(s);
   return response;
 }
@@ -330,11 +331,11 @@ absl::StatusOr<v1::GetModelStateResponse> RemotePlanner::GetModelState(
 absl::StatusOr<v1::ListModelsResponse> RemotePlanner::ListModels() {
   v1::ListModelsRequest request;
   v1::ListModelsResponse response;
-  const grpc::Status s = Invoke(
-      options_, Clock::now() + options_.call_deadline, /*idempotent=*/true,
-      [&](grpc::ClientContext* c) {
-        return stub_->ListModels(c, request, &response);
-      });
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->ListModels(c, request, &response);
+             });
   if (!s.ok()) return FromGrpcStatus(s);
   return response;
 }
@@ -350,11 +351,11 @@ absl::StatusOr<v1::ExplainPlanResponse> RemotePlanner::ExplainPlan(
   proto.set_budget_bytes(request.budget_bytes);
   proto.set_solver(request.solver);
   v1::ExplainPlanResponse response;
-  const grpc::Status s = Invoke(
-      options_, Clock::now() + options_.call_deadline, /*idempotent=*/true,
-      [&](grpc::ClientContext* c) {
-        return stub_->ExplainPlan(c, proto, &response);
-      });
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->ExplainPlan(c, proto, &response);
+             });
   if (!s.ok()) return FromGrpcStatus(s);
   return response;
 }

@@ -26,14 +26,14 @@
 #ifndef REMAT_CLIENT_REMOTE_PLANNER_H_
 #define REMAT_CLIENT_REMOTE_PLANNER_H_
 
+#include <grpcpp/channel.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/channel.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -177,6 +177,18 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
         " samples; it already has plenty to fit on"));
   }
   if (auto s = (*m)->estimator->AddSamples(samples); !s.ok()) return s;
+  // A sample's measured step peak ran the safe plan (that is how samples
+  // are collected): it calibrates the memory model like an outcome does,
+  // so the first real plan already accounts for what the model misses.
+  const std::vector<Action> safe = SafePlan((*m)->spec, "")->actions;
+  for (const Sample& sample : samples) {
+    if (!sample.peak_bytes || *sample.peak_bytes == 0) continue;
+    if (auto s = (*m)->estimator->ReportPeak(sample.features, safe,
+                                            *sample.peak_bytes);
+        !s.ok()) {
+      return s;
+    }
+  }
   impl_->cache.InvalidateModel(model);
   return absl::OkStatus();
 }

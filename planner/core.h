@@ -91,7 +91,8 @@ class PlannerCore {
 
   // NOT_FOUND for an unknown model; INVALID_ARGUMENT naming the field
   // ("samples[i]...."); all or nothing. Refits and invalidates the model's
-  // cached plans.
+  // cached plans. A sample's peak_bytes is taken as measured under the safe
+  // plan (every checkpointable block recomputed) and feeds calibration.
   absl::Status AddSamples(const std::string& model,
                           const std::vector<Sample>& samples);
 

@@ -214,3 +214,34 @@ TEST_CASE("concurrent planning and sampling stay consistent") {
 
 }  // namespace
 }  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST_CASE("a collected sample's measured peak calibrates the first plan") {
+  const ModelSpec spec = Spec();
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 85 / 100;
+  PlannerCore plain, calibrated;
+  for (PlannerCore* core : {&plain, &calibrated}) {
+    REQUIRE(core->RegisterModel(spec).ok());
+    REQUIRE(core->AddSamples("enc", Grid(spec)).ok());
+  }
+  // Measured 4 MiB above what the memory model says for the safe plan.
+  Sample sample = Law(spec, 4, 304);
+  int64_t safe_peak = *sample.base_bytes + sample.blocks[0].act_bytes +
+                      2 * sample.blocks[1].input_bytes +
+                      sample.blocks[1].act_bytes;
+  sample.peak_bytes = safe_peak + (4 << 20);
+  REQUIRE(calibrated.AddSamples("enc", {sample}).ok());
+  sample.peak_bytes.reset();
+  REQUIRE(plain.AddSamples("enc", {sample}).ok());
+
+  auto a = plain.GetPlan({"enc", {4, 300}, budget});
+  auto b = calibrated.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(b->plan->recompute_ns > a->plan->recompute_ns);
+}
+
+}  // namespace
+}  // namespace remat

@@ -21,8 +21,11 @@
 namespace remat {
 
 struct EstimatorOptions {
-  // Fit each quantity over all monomials of the features up to this total
-  // degree (2 covers b, b*s, b*s^2 for features {b, s}). Range [1, 4].
+  // Fit each quantity over the monomials of the features in which no
+  // feature's exponent exceeds this degree and the total degree is at most
+  // degree + 1 (2 covers b, b*s, b*s^2 for features {b, s}: 1, b, s, b^2,
+  // b*s, s^2, b^2*s, b*s^2). Mimose: the degree of its polynomial in the
+  // product of the features. Range [1, 4].
   int degree = 2;
   // A query is out of range when a feature exceeds the largest observed
   // value times this factor (or lies below the smallest divided by it).
@@ -60,7 +63,9 @@ struct Prediction {
 // Fit quality of one block's retained-bytes model, for status pages.
 struct BlockFitQuality {
   std::string block;
-  double act_rel_rmse = 0;  // leave-one-out relative RMS error of act_bytes
+  // Leave-one-out relative RMS error of act_bytes; NaN until there are
+  // enough distinct samples to leave one out.
+  double act_rel_rmse = 0;
 };
 
 struct FeatureRange {

@@ -46,10 +46,11 @@ absl::Status Spawn(const std::vector<std::string>& argv,
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const int rc =
-      posix_spawn(pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawn(pid, argv[0].c_str(), &actions, nullptr,
+                             args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return absl::InternalError(absl::StrCat("posix_spawn ", argv[0], ": ", rc));
@@ -85,16 +86,18 @@ DaemonProcess::~DaemonProcess() {
 
 absl::Status DaemonProcess::Start(const Options& options) {
   if (dir_.empty()) dir_ = MakeTempDir();
-  log_path_ = absl::StrCat(dir_, "/rematd.", std::chrono::steady_clock::now()
-                                                 .time_since_epoch()
-                                                 .count(),
-                           ".log");
+  log_path_ = absl::StrCat(
+      dir_, "/rematd.",
+      std::chrono::steady_clock::now().time_since_epoch().count(), ".log");
   const std::string port_file = dir_ + "/ports.json";
   unlink(port_file.c_str());
   std::vector<std::string> argv = {Runfile("planner/service/rematd"),
-                                   "--metrics-port", "0",
-                                   "--port-file", port_file,
-                                   "--grace-seconds", "2"};
+                                   "--metrics-port",
+                                   "0",
+                                   "--port-file",
+                                   port_file,
+                                   "--grace-seconds",
+                                   "2"};
   if (options.unix_socket.empty()) {
     argv.insert(argv.end(), {"--listen", "127.0.0.1:0"});
   } else {

@@ -2,15 +2,14 @@
 // RemotePlanner (and, for requests the client would refuse to send, through
 // the raw stub), including a table of bad requests and many concurrent
 // clients.
+#include <grpcpp/client_context.h>
 #include <signal.h>
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <thread>
-
-#include <grpcpp/client_context.h>
 
 #include "client/remote_planner.h"
 #include "planner/service/service.h"
@@ -151,17 +150,21 @@ TEST_CASE("every RPC through RemotePlanner against a real rematd") {
   REQUIRE(models->models(0).num_blocks() == spec.blocks.size());
 
   // Metrics and health over HTTP.
-  const std::string metrics = testing::HttpGet(daemon.metrics_port(), "/metrics");
+  const std::string metrics =
+      testing::HttpGet(daemon.metrics_port(), "/metrics");
   REQUIRE(Contains(metrics, "HTTP/1.0 200"));
-  REQUIRE(Contains(metrics, "rematd_requests_total{method=\"GetPlan\",code=\"OK\"}"));
   REQUIRE(Contains(metrics,
-                   "rematd_requests_total{method=\"RegisterModel\",code=\"ALREADY_EXISTS\"} 1"));
+                   "rematd_requests_total{method=\"GetPlan\",code=\"OK\"}"));
+  REQUIRE(Contains(metrics,
+                   "rematd_requests_total{method=\"RegisterModel\",code="
+                   "\"ALREADY_EXISTS\"} 1"));
   REQUIRE(Contains(metrics, "rematd_oom_reports_total 1"));
   REQUIRE(Contains(metrics, "rematd_peak_ratio_count 2"));
   REQUIRE(Contains(metrics, "rematd_plan_cache_hits_total"));
-  REQUIRE(Contains(metrics, "rematd_plan_latency_seconds_count{result=\"hit\"}"));
-  REQUIRE(Contains(testing::HttpGet(daemon.metrics_port(), "/healthz"),
-                   "200 OK"));
+  REQUIRE(
+      Contains(metrics, "rematd_plan_latency_seconds_count{result=\"hit\"}"));
+  REQUIRE(
+      Contains(testing::HttpGet(daemon.metrics_port(), "/healthz"), "200 OK"));
   REQUIRE(Contains(testing::HttpGet(daemon.metrics_port(), "/nothing"), "404"));
 
   // One log line per plan decision.
@@ -210,12 +213,13 @@ v1::Sample ProtoSample(int blocks, double batch, double seq) {
 
 TEST_CASE("bad requests get their code and the daemon keeps serving") {
   DaemonProcess daemon;
-  REQUIRE(daemon
-              .Start({"", "",
-                      {"--max-blocks-per-model", "8", "--max-samples-per-request",
-                       "50", "--max-message-bytes", "65536", "--max-models",
-                       "3"}})
-              .ok());
+  REQUIRE(
+      daemon
+          .Start({"",
+                  "",
+                  {"--max-blocks-per-model", "8", "--max-samples-per-request",
+                   "50", "--max-message-bytes", "65536", "--max-models", "3"}})
+          .ok());
   auto stub = v1::Planner::NewStub(MakeDaemonChannel(daemon.address()));
   {
     // A model with samples, and one without.
@@ -435,7 +439,9 @@ TEST_CASE("many concurrent clients") {
           ++plans;
         }
         if (i % 10 == t % 10) {
-          if (planner.ReportSamples("shared", {testing::TestSample(spec, batch, seq)})
+          if (planner
+                  .ReportSamples("shared",
+                                 {testing::TestSample(spec, batch, seq)})
                   .ok()) {
             ++samples_sent;
           } else {
@@ -443,8 +449,12 @@ TEST_CASE("many concurrent clients") {
           }
         }
         if (i % 13 == 0 && r.ok()) {
-          Outcome o{"shared", {batch, seq}, r->plan->actions,
-                    r->plan->predicted_peak_bytes, 1000, false};
+          Outcome o{"shared",
+                    {batch, seq},
+                    r->plan->actions,
+                    r->plan->predicted_peak_bytes,
+                    1000,
+                    false};
           if (!planner.ReportOutcome(o).ok()) ++errors;
         }
       }

@@ -1,12 +1,13 @@
 // RemotePlanner when the daemon goes away mid-training: the last good plan
 // for the bucket, then the safe plan, errors (not silence) for samples, and
 // recovery once the daemon is back, on the same unix socket.
+#include "client/remote_planner.h"
+
 #include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "client/remote_planner.h"
 #include "tests/daemon_harness.h"
 
 namespace remat {
@@ -54,7 +55,8 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   auto safe = planner.GetPlan({"m", {8, 480}, budget, ""});
   REQUIRE(safe.ok());
   REQUIRE(safe->plan->solver == "safe");
-  REQUIRE(safe->plan->actions[0] == Action::kKeep);  // embed: not checkpointable
+  REQUIRE(safe->plan->actions[0] ==
+          Action::kKeep);  // embed: not checkpointable
   for (size_t i = 1; i < spec.blocks.size(); ++i) {
     REQUIRE(safe->plan->actions[i] == Action::kRecompute);
   }
@@ -69,7 +71,8 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   daemon = std::make_unique<DaemonProcess>();
   REQUIRE(daemon->Start({state, socket}).ok());
   absl::StatusOr<PlanResult> back = absl::UnavailableError("not yet");
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < until) {
     back = planner.GetPlan({"m", {8, 480}, budget, ""});
     if (back.ok() && back->plan->solver != "safe") break;
@@ -99,7 +102,8 @@ TEST_CASE("a daemon that lost its state gets the model registered again") {
   daemon = std::make_unique<DaemonProcess>();
   REQUIRE(daemon->Start({dir + "/b", socket}).ok());
   absl::StatusOr<PlanResult> r = absl::UnavailableError("not yet");
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < until) {
     r = planner.GetPlan({"m", {1, 64}, 1 << 30, ""});
     if (r.ok() && r->plan->solver != "safe") break;

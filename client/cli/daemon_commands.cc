@@ -1,5 +1,7 @@
 #include "client/cli/daemon_commands.h"
 
+#include <grpcpp/client_context.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,25 +10,26 @@
 #include <memory>
 #include <vector>
 
-#include <grpcpp/client_context.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/cli/byte_size.h"
+#include "client/cli/exit_codes.h"
 #include "client/remote_planner.h"
 #include "google/protobuf/util/json_util.h"
 #include "planner/service/service.h"
+#include "planner/units.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/remat.grpc.pb.h"
 
 namespace remat {
 
-const char kDaemonExitCodesHelp[] =
-    "Exit codes: 0 ok, 2 usage error, 3 no plan fits the budget, 4 daemon "
-    "unreachable, 5 request rejected, 6 daemon not serving.";
-
 namespace {
+
+using cli::kExitInfeasible;
+using cli::kExitNotServing;
+using cli::kExitOk;
+using cli::kExitRejected;
+using cli::kExitUnreachable;
 
 struct CommonArgs {
   std::string address = kDefaultDaemonAddress;
@@ -51,7 +54,7 @@ void AddCommon(CLI::App* sub, CommonArgs* args) {
   sub->add_option("--timeout-ms", args->timeout_ms, "Deadline of the call")
       ->check(CLI::Range(1, 600000))
       ->capture_default_str();
-  sub->footer(kDaemonExitCodesHelp);
+  sub->footer(cli::kExitCodesHelp);
 }
 
 void SetDeadline(grpc::ClientContext* context, const CommonArgs& args) {
@@ -73,13 +76,23 @@ int ExitCodeFor(const grpc::Status& s) {
 }
 
 const char* CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {
-      "OK",           "CANCELLED",         "UNKNOWN",
-      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED",     "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",
-      "DATA_LOSS",     "UNAUTHENTICATED"};
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
   const int i = static_cast<int>(code);
   return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
 }
@@ -118,16 +131,11 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
       line += row[i];
-      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+      if (i + 1 < row.size())
+        line += std::string(widths[i] - row[i].size() + 2, ' ');
     }
     std::cout << line << "\n";
   }
-}
-
-std::string FormatNs(int64_t ns) {
-  if (ns >= 1000000) return absl::StrFormat("%.2f ms", ns / 1e6);
-  if (ns >= 1000) return absl::StrFormat("%.2f us", ns / 1e3);
-  return absl::StrCat(ns, " ns");
 }
 
 // --feature name=value, repeated -> map. Throws CLI::ValidationError.
@@ -140,7 +148,8 @@ google::protobuf::Map<std::string, double> ParseFeatures(
     if (eq == std::string::npos || eq == 0 ||
         !absl::SimpleAtod(f.substr(eq + 1), &value)) {
       throw CLI::ValidationError(
-          "--feature", absl::StrCat("\"", f, "\" is not name=value, e.g. seq=384"));
+          "--feature",
+          absl::StrCat("\"", f, "\" is not name=value, e.g. seq=384"));
     }
     map[f.substr(0, eq)] = value;
   }
@@ -148,22 +157,24 @@ google::protobuf::Map<std::string, double> ParseFeatures(
 }
 
 int64_t ParseBudget(const std::string& budget) {
-  int64_t bytes = 0;
-  if (!ParseByteSize(budget, &bytes) || bytes <= 0) {
-    throw CLI::ValidationError(
-        "--budget", absl::StrCat("\"", budget,
-                                 "\" is not a positive byte size, e.g. 6GiB, "
-                                 "512MiB or 1073741824"));
+  absl::StatusOr<int64_t> bytes = ParseBytes(budget);
+  if (!bytes.ok()) {
+    throw CLI::ValidationError("--budget",
+                               std::string(bytes.status().message()));
   }
-  return bytes;
+  if (*bytes <= 0) {
+    throw CLI::ValidationError("--budget", "must be positive, e.g. 6GiB");
+  }
+  return *bytes;
 }
 
 std::unique_ptr<v1::Planner::Stub> Stub(const CommonArgs& args) {
   return v1::Planner::NewStub(MakeDaemonChannel(args.address));
 }
 
-std::string Bucket(const google::protobuf::RepeatedField<int64_t>& bucket,
-                   const google::protobuf::RepeatedPtrField<std::string>& names) {
+std::string Bucket(
+    const google::protobuf::RepeatedField<int64_t>& bucket,
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
   std::string out;
   for (int i = 0; i < bucket.size(); ++i) {
     if (!out.empty()) out += " ";
@@ -181,7 +192,8 @@ void PrintPlanTable(const v1::Plan& plan) {
 }
 
 int RunHealth(const CommonArgs& args, const std::string& service) {
-  auto stub = grpc::health::v1::Health::NewStub(MakeDaemonChannel(args.address));
+  auto stub =
+      grpc::health::v1::Health::NewStub(MakeDaemonChannel(args.address));
   grpc::ClientContext context;
   SetDeadline(&context, args);
   grpc::health::v1::HealthCheckRequest request;
@@ -244,14 +256,15 @@ int RunModel(const CommonArgs& args, const std::string& name) {
               {"samples", absl::StrCat(r.num_samples())},
               {"outcomes", absl::StrCat(r.outcomes(), " (", r.out_of_memory(),
                                         " out of memory)")},
-              {"plan cache", absl::StrCat(r.cache().hits(), " hits, ",
-                                          r.cache().misses(), " misses, ",
-                                          r.cache().size(), " plans")}});
+              {"plan cache",
+               absl::StrCat(r.cache().hits(), " hits, ", r.cache().misses(),
+                            " misses, ", r.cache().size(), " plans")}});
   if (r.observed_range_size() > 0) {
     std::cout << "\n";
     std::vector<std::vector<std::string>> rows = {{"FEATURE", "MIN", "MAX"}};
     for (const v1::FeatureRange& f : r.observed_range()) {
-      rows.push_back({f.feature(), absl::StrCat(f.min()), absl::StrCat(f.max())});
+      rows.push_back(
+          {f.feature(), absl::StrCat(f.min()), absl::StrCat(f.max())});
     }
     PrintTable(rows);
   }
@@ -264,8 +277,9 @@ int RunModel(const CommonArgs& args, const std::string& name) {
       {"BLOCK", "CHECKPOINTABLE", "ACT_REL_RMSE"}};
   for (const v1::Block& b : r.model().blocks()) {
     auto it = fit.find(b.name());
-    rows.push_back({b.name(), b.checkpointable() ? "yes" : "no",
-                    it == fit.end() ? "-" : absl::StrFormat("%.4f", it->second)});
+    rows.push_back(
+        {b.name(), b.checkpointable() ? "yes" : "no",
+         it == fit.end() ? "-" : absl::StrFormat("%.4f", it->second)});
   }
   PrintTable(rows);
   return kExitOk;
@@ -287,7 +301,7 @@ int RunPlan(const CommonArgs& args, const PlanArgs& p) {
     if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
         it != trailers.end()) {
       std::cerr << "remat: no plan fits: " << s.error_message() << "\n";
-      return kExitNoFit;
+      return kExitInfeasible;
     }
     return ReportError(s, args);
   }
@@ -311,8 +325,8 @@ int RunPlan(const CommonArgs& args, const PlanArgs& p) {
               {"bucket", bucket},
               {"from_cache", r.from_cache() ? "yes" : "no"},
               {"solver", plan.solver()},
-              {"predicted_peak", FormatByteSize(plan.predicted_peak_bytes())},
-              {"budget", FormatByteSize(request.budget_bytes())},
+              {"predicted_peak", FormatBytes(plan.predicted_peak_bytes())},
+              {"budget", FormatBytes(request.budget_bytes())},
               {"recompute", FormatNs(plan.recompute_ns())}});
   std::cout << "\n";
   PrintPlanTable(plan);
@@ -334,30 +348,32 @@ int RunExplain(const CommonArgs& args, const PlanArgs& p) {
   if (args.output == "json") {
     std::cout << ToJson(r);
   } else if (r.decision() == v1::COLLECT) {
-    PrintTable({{"decision", "COLLECT"},
-                {"reason", r.collect_reason()},
-                {"bucket", Bucket(r.bucket(), r.bucket_features())},
-                {"untrusted_peak", FormatByteSize(r.plan().predicted_peak_bytes())},
-                {"budget", FormatByteSize(r.budget_bytes())}});
+    PrintTable(
+        {{"decision", "COLLECT"},
+         {"reason", r.collect_reason()},
+         {"bucket", Bucket(r.bucket(), r.bucket_features())},
+         {"untrusted_peak", FormatBytes(r.plan().predicted_peak_bytes())},
+         {"budget", FormatBytes(r.budget_bytes())}});
     if (r.plan().blocks_size() > 0) {
       std::cout << "\n";
       PrintPlanTable(r.plan());
     }
   } else {
-    PrintTable({{"decision", "PLAN"},
-                {"bucket", Bucket(r.bucket(), r.bucket_features())},
-                {"solver", r.plan().solver()},
-                {"fits", fits ? "yes" : "NO"},
-                {"predicted_peak", FormatByteSize(r.plan().predicted_peak_bytes())},
-                {"budget", FormatByteSize(r.budget_bytes())},
-                {"headroom", r.headroom_bytes() < 0
-                                 ? "-" + FormatByteSize(-r.headroom_bytes())
-                                 : FormatByteSize(r.headroom_bytes())},
-                {"recompute", FormatNs(r.plan().recompute_ns())}});
+    PrintTable(
+        {{"decision", "PLAN"},
+         {"bucket", Bucket(r.bucket(), r.bucket_features())},
+         {"solver", r.plan().solver()},
+         {"fits", fits ? "yes" : "NO"},
+         {"predicted_peak", FormatBytes(r.plan().predicted_peak_bytes())},
+         {"budget", FormatBytes(r.budget_bytes())},
+         {"headroom", r.headroom_bytes() < 0
+                          ? "-" + FormatBytes(-r.headroom_bytes())
+                          : FormatBytes(r.headroom_bytes())},
+         {"recompute", FormatNs(r.plan().recompute_ns())}});
     std::cout << "\n";
     PrintPlanTable(r.plan());
   }
-  return fits ? kExitOk : kExitNoFit;
+  return fits ? kExitOk : kExitInfeasible;
 }
 
 void AddPlanArgs(CLI::App* sub, PlanArgs* p) {
@@ -378,12 +394,14 @@ void AddDaemonCommands(CLI::App& app, int* exit_code) {
   auto health_args = std::make_shared<CommonArgs>();
   auto health_service = std::make_shared<std::string>();
   CLI::App* health =
-      app.add_subcommand("health", "Ask rematd's health service (exit 0 when "
-                                   "SERVING, 6 when not)");
+      app.add_subcommand("health",
+                         "Ask rematd's health service (exit 0 when "
+                         "SERVING, 6 when not)");
   AddCommon(health, health_args.get());
   health->add_option("--service", *health_service,
                      "Service to check (default: the whole daemon)");
-  health->callback([=] { *exit_code = RunHealth(*health_args, *health_service); });
+  health->callback(
+      [=] { *exit_code = RunHealth(*health_args, *health_service); });
 
   auto models_args = std::make_shared<CommonArgs>();
   CLI::App* models = app.add_subcommand("models", "List registered models");

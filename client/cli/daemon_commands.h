@@ -2,27 +2,15 @@
 // explain. Each takes --address (default rematd's 127.0.0.1:7421, or
 // unix:/path) and -o table|json.
 //
-// Exit codes (kExit*): 0 ok, 2 usage error, 3 no plan fits the budget,
-// 4 daemon unreachable, 5 request rejected, 6 daemon not serving.
+// Exit codes (client/cli/exit_codes.h): 0 ok, 2 usage error, 3 no plan fits
+// the budget, 4 daemon unreachable, 5 request rejected, 6 daemon not
+// serving.
 #ifndef REMAT_CLIENT_CLI_DAEMON_COMMANDS_H_
 #define REMAT_CLIENT_CLI_DAEMON_COMMANDS_H_
-
-#include <cstdint>
-#include <string>
 
 #include "CLI/CLI.hpp"
 
 namespace remat {
-
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitNoFit = 3;
-inline constexpr int kExitUnreachable = 4;
-inline constexpr int kExitRejected = 5;
-inline constexpr int kExitNotServing = 6;
-
-// The exit-code table, for --help footers.
-extern const char kDaemonExitCodesHelp[];
 
 // Adds the subcommands to `app`. When one of them runs (during app.parse),
 // it prints its result to stdout (errors to stderr) and stores its exit

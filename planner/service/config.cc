@@ -18,9 +18,8 @@ namespace {
 
 absl::Status Bad(const std::string& field, const std::string& flag,
                  const std::string& what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, flag.empty() ? "" : absl::StrCat(" (", flag, ")"),
-                   ": ", what));
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, flag.empty() ? "" : absl::StrCat(" (", flag, ")"), ": ", what));
 }
 
 }  // namespace
@@ -49,7 +48,8 @@ v1::DaemonConfig DefaultDaemonConfig() {
   k->set_extrapolation_factor(core.estimator.extrapolation_factor);
   k->set_min_distinct_samples(core.estimator.min_distinct_samples);
   k->set_plan_cache_capacity(static_cast<uint32_t>(core.plan_cache_capacity));
-  for (const auto& kv : core.granularity) (*k->mutable_granularity())[kv.first] = kv.second;
+  for (const auto& kv : core.granularity)
+    (*k->mutable_granularity())[kv.first] = kv.second;
   k->set_default_granularity(core.default_granularity);
   k->set_margin_fraction(core.margin_fraction);
   k->set_default_solver(core.default_solver);
@@ -134,15 +134,15 @@ absl::Status ValidateDaemonConfig(
   if (!c.unix_socket().empty()) {
     std::string path = UnixSocketTarget(c.unix_socket()).substr(5);
     if (path.empty() || path.front() != '/') {
-      return Bad("unix_socket", "--unix-socket",
-                 absl::StrCat("\"", c.unix_socket(),
-                              "\" must be an absolute path"));
+      return Bad(
+          "unix_socket", "--unix-socket",
+          absl::StrCat("\"", c.unix_socket(), "\" must be an absolute path"));
     }
     if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-      return Bad("unix_socket", "--unix-socket",
-                 absl::StrCat("path longer than ",
-                              sizeof(sockaddr_un{}.sun_path) - 1,
-                              " characters"));
+      return Bad(
+          "unix_socket", "--unix-socket",
+          absl::StrCat("path longer than ", sizeof(sockaddr_un{}.sun_path) - 1,
+                       " characters"));
     }
   }
   if (c.metrics_port() < -1 || c.metrics_port() > 65535) {
@@ -212,12 +212,10 @@ absl::Status ValidateDaemonConfig(
   for (const auto& kv : k.granularity()) {
     if (!std::isfinite(kv.second) || kv.second <= 0) {
       return Bad(absl::StrCat("core.granularity[\"", kv.first, "\"]"),
-                 "--granularity",
-                 absl::StrCat("must be > 0, got ", kv.second));
+                 "--granularity", absl::StrCat("must be > 0, got ", kv.second));
     }
   }
-  if (!std::isfinite(k.default_granularity()) ||
-      k.default_granularity() <= 0) {
+  if (!std::isfinite(k.default_granularity()) || k.default_granularity() <= 0) {
     return Bad("core.default_granularity", "",
                absl::StrCat("must be > 0, got ", k.default_granularity()));
   }
@@ -226,8 +224,8 @@ absl::Status ValidateDaemonConfig(
     return Bad("core.margin_fraction", "--margin-fraction",
                absl::StrCat("must be in [0, 1), got ", k.margin_fraction()));
   }
-  if (std::find(solver_names.begin(), solver_names.end(),
-                k.default_solver()) == solver_names.end()) {
+  if (std::find(solver_names.begin(), solver_names.end(), k.default_solver()) ==
+      solver_names.end()) {
     return Bad("core.default_solver", "--default-solver",
                absl::StrCat("unknown solver \"", k.default_solver(),
                             "\"; known: ", absl::StrJoin(solver_names, ", ")));
@@ -264,10 +262,10 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
   app->add_flag("--validate-config", f->validate_config,
                 "Check the configuration and exit: 0 when valid, 2 with a "
                 "message naming the field otherwise");
-  app->add_option("--listen", f->listen,
-                  absl::StrCat("gRPC TCP address host:port (default ",
-                               kDefaultListen,
-                               "; port 0 picks a free one; empty: no TCP)"));
+  app->add_option(
+      "--listen", f->listen,
+      absl::StrCat("gRPC TCP address host:port (default ", kDefaultListen,
+                   "; port 0 picks a free one; empty: no TCP)"));
   app->add_option("--unix-socket", f->unix_socket,
                   "Also serve gRPC on this unix socket (/path or unix:/path)");
   app->add_flag("--allow-non-loopback", f->allow_non_loopback,

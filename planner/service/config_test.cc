@@ -11,16 +11,15 @@ namespace remat {
 namespace {
 
 // The solver names the core registers; the daemon passes SolverNames().
-const std::vector<std::string> kSolvers = {"none", "all", "sqrt",
-                                           "static_max", "mimose_greedy",
-                                           "exact"};
+const std::vector<std::string> kSolvers = {
+    "none", "all", "sqrt", "static_max", "mimose_greedy", "exact"};
 
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 std::string WriteTemp(const std::string& text) {
-  std::string path = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR")
-                                                       : "/tmp") +
-                     "/cfgXXXXXX";
+  std::string path =
+      std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
+      "/cfgXXXXXX";
   int fd = mkstemp(path.data());
   REQUIRE(fd >= 0);
   close(fd);
@@ -79,10 +78,10 @@ TEST_CASE("flags override the file field by field") {
   auto c = Resolve({"--config", path, "--metrics-port", "-1",
                     "--max-samples-per-request", "5"});
   REQUIRE(c.ok());
-  REQUIRE(c->listen() == "127.0.0.1:9000");  // from the file
-  REQUIRE(c->metrics_port() == -1);            // the flag wins
-  REQUIRE(c->limits().max_models() == 3);      // file
-  REQUIRE(c->limits().max_samples_per_request() == 5);  // flag
+  REQUIRE(c->listen() == "127.0.0.1:9000");                   // from the file
+  REQUIRE(c->metrics_port() == -1);                           // the flag wins
+  REQUIRE(c->limits().max_models() == 3);                     // file
+  REQUIRE(c->limits().max_samples_per_request() == 5);        // flag
   REQUIRE(c->limits().max_blocks_per_model() == kMaxBlocks);  // default
   REQUIRE(c->core().granularity().size() == 1);  // the file's map replaced it
   REQUIRE(c->core().granularity().at("img") == 32);
@@ -129,13 +128,15 @@ TEST_CASE("validation names the field and its flag") {
   }
   auto open = Resolve({"--listen", "0.0.0.0:7421", "--allow-non-loopback"});
   REQUIRE(ValidateDaemonConfig(*open, kSolvers).ok());
-  auto unix_only = Resolve({"--listen", "", "--unix-socket", "unix:/run/r.sock"});
+  auto unix_only =
+      Resolve({"--listen", "", "--unix-socket", "unix:/run/r.sock"});
   REQUIRE(ValidateDaemonConfig(*unix_only, kSolvers).ok());
   REQUIRE(UnixSocketTarget("/run/r.sock") == "unix:/run/r.sock");
 }
 
 TEST_CASE("loopback hosts") {
-  for (const char* h : {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"}) {
+  for (const char* h :
+       {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"}) {
     REQUIRE(IsLoopbackHost(h));
   }
   for (const char* h : {"0.0.0.0", "10.0.0.1", "example.com", "::"}) {

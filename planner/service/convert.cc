@@ -57,11 +57,10 @@ absl::StatusOr<Features> FeaturesFromMap(const ModelSpec& spec,
                                       spec.feature_names.end());
     for (const auto& kv : map) {
       if (known.count(kv.first) == 0) {
-        return Invalid(absl::StrCat(field, "[\"", kv.first, "\"]"),
-                       absl::StrCat("not a feature of model \"", spec.name,
-                                    "\" (it has ",
-                                    absl::StrJoin(spec.feature_names, ", "),
-                                    ")"));
+        return Invalid(
+            absl::StrCat(field, "[\"", kv.first, "\"]"),
+            absl::StrCat("not a feature of model \"", spec.name, "\" (it has ",
+                         absl::StrJoin(spec.feature_names, ", "), ")"));
       }
     }
   }
@@ -208,8 +207,8 @@ absl::StatusOr<PlanResult> PlanResultFromProto(
       break;
     }
     default:
-      return Invalid("decision", absl::StrCat("unknown decision ",
-                                              proto.decision()));
+      return Invalid("decision",
+                     absl::StrCat("unknown decision ", proto.decision()));
   }
   result.from_cache = proto.from_cache();
   result.bucket.assign(proto.bucket().begin(), proto.bucket().end());
@@ -230,8 +229,7 @@ void ExplainResultToProto(const ModelSpec& spec, const PlanResult& result,
   *proto->mutable_bucket_features() = plan.bucket_features();
   proto->set_budget_bytes(budget_bytes);
   if (result.plan != nullptr) {
-    proto->set_headroom_bytes(budget_bytes -
-                              result.plan->predicted_peak_bytes);
+    proto->set_headroom_bytes(budget_bytes - result.plan->predicted_peak_bytes);
   }
 }
 
@@ -243,10 +241,10 @@ absl::StatusOr<Outcome> OutcomeFromProto(
   if (!features.ok()) return features.status();
   outcome.features = *std::move(features);
   if (proto.actions_size() != static_cast<int>(spec.blocks.size())) {
-    return Invalid("actions",
-                   absl::StrCat("has ", proto.actions_size(),
-                                " entries; model \"", spec.name, "\" has ",
-                                spec.blocks.size(), " blocks"));
+    return Invalid(
+        "actions",
+        absl::StrCat("has ", proto.actions_size(), " entries; model \"",
+                     spec.name, "\" has ", spec.blocks.size(), " blocks"));
   }
   for (int i = 0; i < proto.actions_size(); ++i) {
     auto action =

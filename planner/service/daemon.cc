@@ -1,5 +1,9 @@
 #include "planner/service/daemon.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,11 +12,6 @@
 #include <fstream>
 #include <utility>
 #include <vector>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/security/server_credentials.h>
-#include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
 #include "planner/service/config.h"
@@ -153,8 +152,8 @@ absl::Status Daemon::Start() {
         continue;
       }
       absl::Status s = ApplyWalRecord(core_.get(), records[i]);
-      if (!s.ok() && !(records[i].has_register_model() &&
-                       absl::IsAlreadyExists(s))) {
+      if (!s.ok() &&
+          !(records[i].has_register_model() && absl::IsAlreadyExists(s))) {
         ++failed;
         LogEvent(spdlog::level::warn, "wal_record_rejected",
                  {{"index", i}, {"error", std::string(s.message())}});
@@ -192,11 +191,10 @@ absl::Status Daemon::WritePortFile() const {
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << "{\"grpc_port\":" << grpc_port_
-        << ",\"metrics_port\":" << metrics_port_
-        << ",\"pid\":" << ::getpid() << "}\n";
+        << ",\"metrics_port\":" << metrics_port_ << ",\"pid\":" << ::getpid()
+        << "}\n";
     if (!out) {
-      return absl::InternalError(
-          absl::StrCat("port_file: cannot write ", tmp));
+      return absl::InternalError(absl::StrCat("port_file: cannot write ", tmp));
     }
   }
   if (std::rename(tmp.c_str(), config_.port_file().c_str()) != 0) {
@@ -229,8 +227,8 @@ HttpResponse Daemon::HandleHttp(const std::string& path) {
       ext.push_back({"rematd_wal_bytes", "Size of the write-ahead log.",
                      "gauge", static_cast<double>(wal_->size_bytes())});
     }
-    ext.push_back({"rematd_serving", "1 while serving.", "gauge",
-                   serving_ ? 1.0 : 0.0});
+    ext.push_back(
+        {"rematd_serving", "1 while serving.", "gauge", serving_ ? 1.0 : 0.0});
     r.body = metrics_.RenderPrometheus(ext);
     return r;
   }
@@ -264,10 +262,9 @@ void Daemon::Shutdown() {
       health->SetServingStatus(false);
       health->SetServingStatus(kPlannerServiceName, false);
     }
-    const auto deadline =
-        std::chrono::system_clock::now() +
-        std::chrono::milliseconds(
-            static_cast<int64_t>(config_.grace_seconds() * 1000));
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(
+                              config_.grace_seconds() * 1000));
     server_->Shutdown(deadline);
   }
   if (http_ != nullptr) http_->Stop();

@@ -15,11 +15,11 @@
 #ifndef REMAT_PLANNER_SERVICE_DAEMON_H_
 #define REMAT_PLANNER_SERVICE_DAEMON_H_
 
+#include <grpcpp/server.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"

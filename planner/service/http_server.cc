@@ -49,10 +49,10 @@ void WriteAll(int fd, const std::string& data) {
 }
 
 void Respond(int fd, const HttpResponse& r) {
-  std::string out = absl::StrCat(
-      "HTTP/1.0 ", r.status, " ", Reason(r.status), "\r\nContent-Type: ",
-      r.content_type, "\r\nContent-Length: ", r.body.size(),
-      "\r\nConnection: close\r\n\r\n", r.body);
+  std::string out = absl::StrCat("HTTP/1.0 ", r.status, " ", Reason(r.status),
+                                 "\r\nContent-Type: ", r.content_type,
+                                 "\r\nContent-Length: ", r.body.size(),
+                                 "\r\nConnection: close\r\n\r\n", r.body);
   WriteAll(fd, out);
 }
 

@@ -13,7 +13,8 @@ std::atomic<bool> g_json{false};
 std::shared_ptr<spdlog::logger> Logger() {
   static std::shared_ptr<spdlog::logger> logger = [] {
     auto l = spdlog::stderr_logger_mt("rematd");
-    l->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %L %v", spdlog::pattern_time_type::utc);
+    l->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %L %v",
+                   spdlog::pattern_time_type::utc);
     l->flush_on(spdlog::level::debug);
     return l;
   }();
@@ -42,8 +43,8 @@ std::string FormatLogBody(bool json, const std::string& msg,
     nlohmann::json obj = nlohmann::json::object();
     obj["msg"] = msg;
     for (const auto& kv : fields) obj[kv.first] = kv.second;
-    std::string s = obj.dump(-1, ' ', false,
-                             nlohmann::json::error_handler_t::replace);
+    std::string s =
+        obj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return s.substr(1, s.size() - 2);  // members only
   }
   std::string line = msg;

@@ -6,10 +6,11 @@ namespace remat {
 namespace {
 
 TEST_CASE("JSON log bodies are the members of one valid object") {
-  const std::string body = FormatLogBody(
-      true, "plan",
-      {{"model", "bert \"base\""}, {"budget_bytes", 6442450944LL},
-       {"from_cache", true}, {"features", {{"seq", 384.0}}}});
+  const std::string body = FormatLogBody(true, "plan",
+                                         {{"model", "bert \"base\""},
+                                          {"budget_bytes", 6442450944LL},
+                                          {"from_cache", true},
+                                          {"features", {{"seq", 384.0}}}});
   const auto parsed = nlohmann::json::parse("{" + body + "}");
   REQUIRE(parsed["msg"] == "plan");
   REQUIRE(parsed["model"] == "bert \"base\"");

@@ -16,14 +16,14 @@ std::string FormatValue(double v) {
 
 void Header(const std::string& name, const std::string& help,
             const std::string& type, std::string* out) {
-  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ",
-                  type, "\n");
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type,
+                  "\n");
 }
 
 std::vector<double> LatencyBounds() {
   // 10 us .. 1 s.
-  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
-          2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 1e-1, 1};
+  return {1e-5,   2.5e-5, 5e-5, 1e-4,   2.5e-4, 5e-4, 1e-3,
+          2.5e-3, 5e-3,   1e-2, 2.5e-2, 5e-2,   1e-1, 1};
 }
 
 }  // namespace
@@ -69,11 +69,13 @@ void Histogram::Render(const std::string& name, const std::string& labels,
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cumulative += counts_[i];
-    const std::string le = i < bounds_.size() ? FormatValue(bounds_[i]) : "+Inf";
+    const std::string le =
+        i < bounds_.size() ? FormatValue(bounds_[i]) : "+Inf";
     absl::StrAppend(out, name, "_bucket{", labels, sep, "le=\"", le, "\"} ",
                     cumulative, "\n");
   }
-  const std::string braces = labels.empty() ? "" : absl::StrCat("{", labels, "}");
+  const std::string braces =
+      labels.empty() ? "" : absl::StrCat("{", labels, "}");
   absl::StrAppend(out, name, "_sum", braces, " ", FormatValue(sum_), "\n");
   absl::StrAppend(out, name, "_count", braces, " ", count_, "\n");
 }

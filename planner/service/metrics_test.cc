@@ -42,23 +42,26 @@ TEST_CASE("the exposition has every metric with HELP and TYPE") {
   m.CountOutcome(false);
   m.CountSamples(7);
   REQUIRE(m.requests("GetPlan", "OK") == 2);
-  const std::string text =
-      m.RenderPrometheus({{"rematd_plan_cache_hits_total", "Hits.", "counter", 12}});
-  REQUIRE(Contains(text, "rematd_requests_total{method=\"GetPlan\",code=\"OK\"} 2\n"));
+  const std::string text = m.RenderPrometheus(
+      {{"rematd_plan_cache_hits_total", "Hits.", "counter", 12}});
   REQUIRE(Contains(
-      text, "rematd_requests_total{method=\"GetPlan\",code=\"INVALID_ARGUMENT\"} 1\n"));
+      text, "rematd_requests_total{method=\"GetPlan\",code=\"OK\"} 2\n"));
+  REQUIRE(Contains(text,
+                   "rematd_requests_total{method=\"GetPlan\",code=\"INVALID_"
+                   "ARGUMENT\"} 1\n"));
   REQUIRE(Contains(text, "# TYPE rematd_plan_latency_seconds histogram\n"));
-  REQUIRE(Contains(text,
-                   "rematd_plan_latency_seconds_count{result=\"hit\"} 1\n"));
-  REQUIRE(Contains(text,
-                   "rematd_plan_latency_seconds_count{result=\"miss\"} 1\n"));
+  REQUIRE(
+      Contains(text, "rematd_plan_latency_seconds_count{result=\"hit\"} 1\n"));
+  REQUIRE(
+      Contains(text, "rematd_plan_latency_seconds_count{result=\"miss\"} 1\n"));
   REQUIRE(Contains(text, "rematd_peak_ratio_bucket{le=\"1.05\"} 1\n"));
   REQUIRE(Contains(text, "rematd_peak_ratio_bucket{le=\"1\"} 0\n"));
   REQUIRE(Contains(text, "rematd_oom_reports_total 1\n"));
   REQUIRE(Contains(text, "rematd_outcomes_total 2\n"));
   REQUIRE(Contains(text, "rematd_samples_total 7\n"));
-  REQUIRE(Contains(text, "# TYPE rematd_plan_cache_hits_total counter\n"
-                         "rematd_plan_cache_hits_total 12\n"));
+  REQUIRE(Contains(text,
+                   "# TYPE rematd_plan_cache_hits_total counter\n"
+                   "rematd_plan_cache_hits_total 12\n"));
 }
 
 TEST_CASE("label values are escaped") {
@@ -76,7 +79,8 @@ std::string Send(int port, const std::string& request) {
   REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   size_t off = 0;
   while (off < request.size()) {
-    ssize_t w = send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
+    ssize_t w =
+        send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
     if (w <= 0) break;  // the server may close early (413)
     off += static_cast<size_t>(w);
   }
@@ -118,8 +122,8 @@ TEST_CASE("the HTTP server answers GETs and refuses everything else") {
   REQUIRE(Send(server.port(), "POST /metrics HTTP/1.0\r\n\r\n")
               .rfind("HTTP/1.0 405", 0) == 0);
   REQUIRE(Send(server.port(), "hello\r\n\r\n").rfind("HTTP/1.0 400", 0) == 0);
-  REQUIRE(Send(server.port(), "GET /" + std::string(20000, 'a') +
-                                  " HTTP/1.0\r\n\r\n")
+  REQUIRE(Send(server.port(),
+               "GET /" + std::string(20000, 'a') + " HTTP/1.0\r\n\r\n")
               .rfind("HTTP/1.0 413", 0) == 0);
   REQUIRE(calls == 3);  // only the well-formed GETs reached the handler
 

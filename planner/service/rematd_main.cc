@@ -3,8 +3,8 @@
 //
 // Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT) or a valid
 // --validate-config; 1 when it cannot start; 2 for a bad configuration.
-#include <signal.h>
 #include <pthread.h>
+#include <signal.h>
 
 #include <cstdio>
 #include <iostream>

@@ -71,9 +71,9 @@ grpc::Status PlannerService::Finish(const char* method,
   return ToGrpcStatus(status);
 }
 
-#define REMAT_CHECK_READY(method)                                        \
-  if (!ready_) {                                                         \
-    return Finish(method, absl::UnavailableError(                        \
+#define REMAT_CHECK_READY(method)                                          \
+  if (!ready_) {                                                           \
+    return Finish(method, absl::UnavailableError(                          \
                               "rematd is loading its state; retry soon")); \
   }
 
@@ -122,21 +122,22 @@ grpc::Status PlannerService::ListModels(grpc::ServerContext*,
                                         const v1::ListModelsRequest*,
                                         v1::ListModelsResponse* response) {
   REMAT_CHECK_READY("ListModels");
-  return Finish("ListModels", Guarded([&] {
-                  std::vector<std::string> names = core_->ListModels();
-                  std::sort(names.begin(), names.end());
-                  for (const std::string& name : names) {
-                    auto state = core_->GetModelState(name);
-                    if (!state.ok()) continue;  // raced with nothing: no
-                                                // removals exist
-                    v1::ModelSummary* m = response->add_models();
-                    m->set_name(name);
-                    m->set_num_blocks(
-                        static_cast<uint32_t>(state->spec.blocks.size()));
-                    m->set_num_samples(state->num_samples);
-                  }
-                  return absl::OkStatus();
-                }));
+  return Finish(
+      "ListModels", Guarded([&] {
+        std::vector<std::string> names = core_->ListModels();
+        std::sort(names.begin(), names.end());
+        for (const std::string& name : names) {
+          auto state = core_->GetModelState(name);
+          if (!state.ok())
+            continue;  // raced with nothing: no
+                       // removals exist
+          v1::ModelSummary* m = response->add_models();
+          m->set_name(name);
+          m->set_num_blocks(static_cast<uint32_t>(state->spec.blocks.size()));
+          m->set_num_samples(state->num_samples);
+        }
+        return absl::OkStatus();
+      }));
 }
 
 grpc::Status PlannerService::GetModelState(
@@ -169,9 +170,9 @@ absl::Status PlannerService::DoRegisterModel(
     return core_->RegisterModel(spec);
   }
   if (core_->ListModels().size() >= static_cast<size_t>(limits_.max_models)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "limits.max_models: the daemon already holds ", limits_.max_models,
-        " models; raise --max-models"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("limits.max_models: the daemon already holds ",
+                     limits_.max_models, " models; raise --max-models"));
   }
   v1::WalRecord record;
   *record.mutable_register_model() = request.model();
@@ -194,10 +195,10 @@ absl::Status PlannerService::DoReportSamples(
         "samples: empty; send at least one sample");
   }
   if (request.samples_size() > limits_.max_samples_per_request) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "samples: ", request.samples_size(),
-        " samples exceed limits.max_samples_per_request (",
-        limits_.max_samples_per_request, "); split the batch"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("samples: ", request.samples_size(),
+                     " samples exceed limits.max_samples_per_request (",
+                     limits_.max_samples_per_request, "); split the batch"));
   }
   auto spec = core_->GetModelSpec(request.model());
   if (!spec.ok()) return spec.status();
@@ -256,9 +257,9 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
     return result.status();
   }
   PlanResultToProto(*spec, *result, response);
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   metrics_->ObservePlanLatency(seconds, result->from_cache);
   if (!LogEnabled(spdlog::level::info)) return absl::OkStatus();
   int recomputed = 0;
@@ -290,8 +291,8 @@ absl::Status PlannerService::DoReportOutcome(
                      request.measured_peak_bytes()));
   }
   if (request.step_ns() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step_ns: must not be negative, got ", request.step_ns()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_ns: must not be negative, got ", request.step_ns()));
   }
   auto spec = core_->GetModelSpec(request.model());
   if (!spec.ok()) return spec.status();

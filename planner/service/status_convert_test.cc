@@ -28,8 +28,8 @@ TEST_CASE("the codes the daemon uses map by name") {
           grpc::StatusCode::RESOURCE_EXHAUSTED);
   REQUIRE(ToGrpcStatus(absl::AlreadyExistsError("x")).error_code() ==
           grpc::StatusCode::ALREADY_EXISTS);
-  REQUIRE(absl::IsUnavailable(FromGrpcStatus(
-      grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone"))));
+  REQUIRE(absl::IsUnavailable(
+      FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone"))));
 }
 
 TEST_CASE("an out-of-range code becomes UNKNOWN") {

@@ -64,7 +64,8 @@ absl::Status ReadFile(int fd, const std::string& path, std::string* out) {
 // Makes a newly created file's directory entry durable.
 void SyncParentDir(const std::string& path) {
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, slash);
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -96,8 +97,9 @@ absl::StatusOr<std::unique_ptr<Wal>> Wal::Open(
     if (std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
       ::close(fd);
       return absl::FailedPreconditionError(absl::StrCat(
-          path, " is not a rematd write-ahead log (bad magic); move it away "
-                "or point --state-dir elsewhere"));
+          path,
+          " is not a rematd write-ahead log (bad magic); move it away "
+          "or point --state-dir elsewhere"));
     }
     valid = sizeof(kMagic);
     size_t pos = valid;
@@ -178,9 +180,9 @@ uint64_t Wal::size_bytes() const {
 
 absl::Status Wal::Append(absl::string_view payload) {
   if (payload.size() > kMaxRecordBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "write-ahead log record of ", payload.size(), " bytes exceeds ",
-        kMaxRecordBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("write-ahead log record of ", payload.size(),
+                     " bytes exceeds ", kMaxRecordBytes));
   }
   char header[kHeaderBytes];
   PutU32(static_cast<uint32_t>(payload.size()), header);
@@ -196,8 +198,8 @@ absl::Status Wal::Append(absl::string_view payload) {
   while (synced_seq_ < my_seq && broken_.ok()) {
     if (syncing_) {
       // Another caller is writing; it or the next leader covers our record.
-      mu_.Await(absl::Condition(+[](bool* syncing) { return !*syncing; },
-                                &syncing_));
+      mu_.Await(absl::Condition(
+          +[](bool* syncing) { return !*syncing; }, &syncing_));
       continue;
     }
     // Become the leader: write everything pending with one sync.
@@ -208,7 +210,8 @@ absl::Status Wal::Append(absl::string_view payload) {
     mu_.Unlock();
     absl::Status s = WriteAll(fd_, batch.data(), batch.size());
     if (s.ok() && ::fdatasync(fd_) != 0) {
-      s = absl::InternalError(absl::StrCat("fdatasync: ", std::strerror(errno)));
+      s = absl::InternalError(
+          absl::StrCat("fdatasync: ", std::strerror(errno)));
     }
     mu_.Lock();
     syncing_ = false;
@@ -216,9 +219,9 @@ absl::Status Wal::Append(absl::string_view payload) {
       synced_seq_ = batch_seq;
       size_ += batch.size();
     } else {
-      broken_ = absl::InternalError(absl::StrCat(
-          "write-ahead log ", path_, " failed (", s.message(),
-          "); restart rematd to recover"));
+      broken_ = absl::InternalError(
+          absl::StrCat("write-ahead log ", path_, " failed (", s.message(),
+                       "); restart rematd to recover"));
     }
   }
   if (synced_seq_ >= my_seq) return absl::OkStatus();

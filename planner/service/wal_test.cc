@@ -16,9 +16,9 @@ namespace remat {
 namespace {
 
 std::string TempDir() {
-  std::string tmpl = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR")
-                                                       : "/tmp") +
-                     "/walXXXXXX";
+  std::string tmpl =
+      std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
+      "/walXXXXXX";
   REQUIRE(mkdtemp(tmpl.data()) != nullptr);
   return tmpl;
 }
@@ -60,7 +60,8 @@ TEST_CASE("records survive reopening, in order") {
   auto records = Replay(path, &rec);
   REQUIRE(records.size() == 101);
   REQUIRE(rec.records == 101);
-  for (int i = 0; i < 100; ++i) REQUIRE(records[i] == "record " + std::to_string(i));
+  for (int i = 0; i < 100; ++i)
+    REQUIRE(records[i] == "record " + std::to_string(i));
   REQUIRE(records[100].empty());
 }
 
@@ -74,7 +75,8 @@ TEST_CASE("concurrent appends are all durable (group commit)") {
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&wal, t] {
         for (int i = 0; i < 50; ++i) {
-          REQUIRE(wal->Append(std::to_string(t) + ":" + std::to_string(i)).ok());
+          REQUIRE(
+              wal->Append(std::to_string(t) + ":" + std::to_string(i)).ok());
         }
       });
     }
@@ -93,7 +95,8 @@ TEST_CASE("a torn tail is truncated and appends continue after it") {
   {
     std::unique_ptr<Wal> wal;
     Replay(path, &rec, &wal);
-    for (int i = 0; i < 3; ++i) REQUIRE(wal->Append(std::string(100, 'a' + i)).ok());
+    for (int i = 0; i < 3; ++i)
+      REQUIRE(wal->Append(std::string(100, 'a' + i)).ok());
   }
   const off_t full = FileSize(path);
   REQUIRE(truncate(path.c_str(), full - 5) == 0);  // a crash mid-write
@@ -155,7 +158,8 @@ TEST_CASE("a file that is not a log is refused, not overwritten") {
     f << "precious data, not a log";
   }
   WalRecovery rec;
-  auto wal = Wal::Open(path, [](absl::string_view) {}, &rec);
+  auto wal = Wal::Open(
+      path, [](absl::string_view) {}, &rec);
   REQUIRE(absl::IsFailedPrecondition(wal.status()));
   REQUIRE(FileSize(path) == 24);
 }

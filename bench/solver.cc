@@ -1,0 +1,372 @@
+// Solver benchmark: latency, plan quality and plan-cache hits, every
+// baseline measured in the same run. One JSON line per result:
+//
+//   {"bench":"solver_latency","solver":S,"blocks":N,"p50_us":..,"p99_us":..}
+//     Solve() wall time (reasons included) on transformer-like chains of N
+//     blocks, budgets drawn between the smallest reachable peak and the
+//     keep-everything peak; "family" says which chains (TransformerChain)
+//     and "solves" how many samples the percentiles come from. cpu_p50_us
+//     and cpu_p99_us are the same solves in thread CPU time, which leaves
+//     out time lost to other processes on a shared machine.
+//
+//   {"bench":"solver_quality","solver":S,"instances":..,"mean_cost_ratio":..,
+//    "max_cost_ratio":..,"over_budget":..,"missed_feasible":..,
+//    "zero_cost_instances":..,"zero_cost_extra":..}
+//     Random transformer-like instances (both families, see
+//     TransformerChain; jittered chains up to 48 blocks, the others up to
+//     200) whose budgets run from tight (the
+//     smallest reachable peak, computed here in closed form independently
+//     of the solvers) to loose (everything kept), so a fitting plan always
+//     exists.
+//     static_max plans for the largest shape of the same chain (batch 32,
+//     seq 512, same budget) and that one plan is scored on the instance.
+//     * over_budget: plans whose peak, recomputed here with the shared
+//       PredictedPeakBytes, exceeds the limit.
+//     * missed_feasible: plans the solver itself marks infeasible although
+//       a fitting plan exists. (Equal to over_budget when the solver's
+//       feasible flag is honest; both are printed so a dishonest flag
+//       shows.)
+//     * cost ratio = solver recompute_ns / exact recompute_ns, over the
+//       instances where the solver's plan fits and exact's cost is > 0
+//       (ratio_instances of them; null when there are none).
+//       Instances where exact's cost is 0 (everything fits) have no ratio:
+//       they are counted in zero_cost_instances, and zero_cost_extra counts
+//       those where the solver recomputed anything anyway.
+//
+//   {"bench":"plan_cache","p50_ns":..,"p99_ns":..}
+//     PlanCache::Lookup hits on a warm cache of 4096 plans, one thread.
+//
+// Flags: --quick runs fewer repetitions (for smoke tests); --stats prints
+// the exact search's work per instance instead.
+#include "planner/solver.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "planner/exact_solver.h"
+#include "planner/plan.h"
+#include "planner/plan_cache.h"
+
+namespace remat {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A transformer-like chain of n blocks for a batch of `batch` sequences of
+// `seq` tokens (hidden 1024, 16 heads, fp16 activations): an embedding
+// block (not checkpointable), alternating attention and MLP blocks, and a
+// head. Forward times carry 2% independent noise (timing noise). Sizes:
+//   * kTransformer: identical within a block type, as the allocations of
+//     structurally identical layers are;
+//   * kJittered: 1% independent noise on every size too, as per-block
+//     estimator upper bounds may have: blocks of a type are near-identical
+//     but never equal, the hard case for a Pareto search.
+enum class Family { kTransformer, kJittered };
+
+const char* FamilyName(Family f) {
+  return f == Family::kTransformer ? "transformer" : "transformer_jittered";
+}
+
+PlanProblem TransformerChain(int n, int64_t batch, int64_t seq, Family family,
+                             std::mt19937_64& rng) {
+  std::normal_distribution<double> byte_noise(
+      1.0, family == Family::kJittered ? 0.01 : 0.0);
+  std::normal_distribution<double> time_noise(1.0, 0.02);
+  auto jitter = [&](double v) {
+    return static_cast<int64_t>(std::max(1.0, v * byte_noise(rng)));
+  };
+  auto jitter_ns = [&](double v) {
+    return static_cast<int64_t>(std::max(1.0, v * time_noise(rng)));
+  };
+  const double hidden = 1024, heads = 16, bytes = 2;
+  const double tokens = static_cast<double>(batch * seq);
+  const double x = tokens * hidden * bytes;  // one hidden state
+  const double attn_act =
+      6 * x + 2 * static_cast<double>(batch) * heads * seq * seq * bytes;
+  const double mlp_act = x + 3 * 4 * x;
+  const double attn_ns = 2.0e-3 * tokens * hidden * 4 +
+                         4.0e-3 * static_cast<double>(batch * seq * seq) * 64;
+  const double mlp_ns = 2.0e-3 * tokens * hidden * 8;
+  PlanProblem p;
+  p.base_bytes = 4LL << 30;  // weights, grads, optimizer state
+  for (int i = 0; i < n; ++i) {
+    BlockCost b;
+    if (i == 0) {
+      b = {"embed", jitter(x), jitter(tokens * 8), jitter_ns(mlp_ns / 8),
+           false};
+    } else if (i == n - 1 && n > 2) {
+      b = {"head", jitter(2 * x), jitter(x), jitter_ns(mlp_ns / 2), true};
+    } else if (i % 2 == 1) {
+      b = {"attn" + std::to_string(i / 2), jitter(attn_act), jitter(x),
+           jitter_ns(attn_ns), true};
+    } else {
+      b = {"mlp" + std::to_string(i / 2 - 1), jitter(mlp_act), jitter(x),
+           jitter_ns(mlp_ns), true};
+    }
+    p.blocks.push_back(b);
+  }
+  return p;
+}
+
+int64_t KeepAllPeak(const PlanProblem& p) {
+  int64_t peak = p.base_bytes;
+  for (const BlockCost& b : p.blocks) peak += b.act_bytes;
+  return peak;
+}
+
+// Smallest reachable peak, in closed form: recompute every block whose
+// saving is positive; the largest saving comes back as the max term.
+int64_t MinReachablePeak(const PlanProblem& p) {
+  int64_t total = 0, largest = 0;
+  int positive = 0;
+  for (const BlockCost& b : p.blocks) {
+    const int64_t s = b.act_bytes - b.input_bytes;
+    if (b.checkpointable && s > 0) {
+      total += s;
+      largest = std::max(largest, s);
+      ++positive;
+    }
+  }
+  return KeepAllPeak(p) - (positive >= 2 ? total - largest : 0);
+}
+
+// Sets the budget at fraction u of the way from the smallest reachable peak
+// to the keep-everything peak.
+void SetBudget(PlanProblem* p, double u) {
+  const int64_t lo = MinReachablePeak(*p), hi = KeepAllPeak(*p);
+  p->budget_bytes = lo + static_cast<int64_t>(u * static_cast<double>(hi - lo));
+}
+
+// CPU time of this thread: unlike wall time, it does not count the time the
+// scheduler gives to other processes on a shared machine.
+double ThreadCpuUs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 +
+         static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1));
+  return v[i];
+}
+
+void Latency(bool quick, Family family) {
+  std::mt19937_64 rng(1);
+  for (int n : {12, 24, 48, 96, 200, 1000}) {
+    // Distinct instances (shape, noise, budget), each solved once per
+    // repetition, so p99 covers the hard budgets too.
+    const bool slow = family == Family::kJittered && n >= 200;
+    const int instances = quick || slow ? 20 : (n >= 1000 ? 100 : 200);
+    const int reps = quick || slow ? 1 : (n >= 1000 ? 3 : 5);
+    std::vector<PlanProblem> problems;
+    for (int i = 0; i < instances; ++i) {
+      const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
+      const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
+      PlanProblem p = TransformerChain(n, batch, seq, family, rng);
+      SetBudget(&p, std::uniform_real_distribution<double>(0.02, 0.98)(rng));
+      problems.push_back(std::move(p));
+    }
+    for (const std::string& name : SolverNames()) {
+      auto solver = std::move(NewSolver(name).value());
+      std::vector<double> us, cpu_us;
+      for (int r = 0; r < reps; ++r) {
+        for (const PlanProblem& p : problems) {
+          const double c0 = ThreadCpuUs();
+          const auto t0 = Clock::now();
+          Plan plan = solver->Solve(p);
+          const auto t1 = Clock::now();
+          cpu_us.push_back(ThreadCpuUs() - c0);
+          us.push_back(
+              std::chrono::duration<double, std::micro>(t1 - t0).count());
+          if (plan.actions.size() != p.blocks.size()) std::abort();
+        }
+      }
+      std::printf(
+          "{\"bench\":\"solver_latency\",\"solver\":\"%s\",\"blocks\":%d,"
+          "\"p50_us\":%.1f,\"p99_us\":%.1f,\"cpu_p50_us\":%.1f,"
+          "\"cpu_p99_us\":%.1f,\"family\":\"%s\",\"solves\":%zu}\n",
+          name.c_str(), n, Percentile(us, 0.5), Percentile(us, 0.99),
+          Percentile(cpu_us, 0.5), Percentile(cpu_us, 0.99), FamilyName(family),
+          us.size());
+      std::fflush(stdout);
+    }
+  }
+}
+
+// --stats: how hard the exact search works, per chain length.
+void SearchStats(Family family) {
+  std::mt19937_64 rng(1);
+  for (int n : {48, 96, 200, 1000}) {
+    for (int i = 0; i < 20; ++i) {
+      const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
+      const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
+      PlanProblem p = TransformerChain(n, batch, seq, family, rng);
+      const double u = std::uniform_real_distribution<double>(0.02, 0.98)(rng);
+      SetBudget(&p, u);
+      internal::ExactStats st;
+      const auto t0 = Clock::now();
+      internal::SolveExact(p, &st);
+      const double us =
+          std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      std::printf(
+          "{\"bench\":\"exact_stats\",\"family\":\"%s\","
+          "\"blocks\":%d,\"u\":%.2f,"
+          "\"us\":%.0f,\"steps\":%d,\"states\":%lld,\"max_front\":%lld,"
+          "\"gap_over_block\":%.4f}\n",
+          FamilyName(family), n, u, us, st.steps,
+          static_cast<long long>(st.states),
+          static_cast<long long>(st.max_front),
+          static_cast<double>(st.cost_ns - st.root_bound_ns) /
+              static_cast<double>(p.blocks[1].forward_ns));
+    }
+  }
+}
+
+void Quality(bool quick) {
+  std::mt19937_64 rng(2);
+  const int count = quick ? 100 : 2000;
+  std::vector<PlanProblem> problems;
+  // The same chain (same noise draws) at the largest shape, same budget:
+  // what static_max plans for, once, as Mimose's static mode does.
+  std::vector<PlanProblem> largest;
+  for (int i = 0; i < count; ++i) {
+    // Alternate families; jittered chains stay short (their exact search
+    // is the slow one).
+    const Family family = i % 2 ? Family::kJittered : Family::kTransformer;
+    const int n = family == Family::kJittered
+                      ? 12 + static_cast<int>(rng() % 37)    // 12..48
+                      : 12 + static_cast<int>(rng() % 189);  // 12..200
+    const int64_t batch = 1 + static_cast<int64_t>(rng() % 32);
+    const int64_t seq = 32 + static_cast<int64_t>(rng() % 481);
+    const uint64_t seed = rng();
+    std::mt19937_64 noise(seed), same_noise(seed);
+    PlanProblem p = TransformerChain(n, batch, seq, family, noise);
+    PlanProblem big = TransformerChain(n, 32, 512, family, same_noise);
+    // Tight (the smallest reachable peak) to loose; about one in eleven
+    // fits without any recompute. A margin on some.
+    SetBudget(&p, std::min(1.0, std::uniform_real_distribution<double>(
+                                    0.0, 1.1)(rng)));
+    if (i % 4 == 0) {
+      p.margin_bytes = 64LL << 20;
+      p.budget_bytes += p.margin_bytes;
+    }
+    big.budget_bytes = p.budget_bytes;
+    big.margin_bytes = p.margin_bytes;
+    problems.push_back(std::move(p));
+    largest.push_back(std::move(big));
+  }
+  auto exact = std::move(NewSolver("exact").value());
+  std::vector<Plan> reference;
+  for (const PlanProblem& p : problems) reference.push_back(exact->Solve(p));
+
+  for (const std::string& name : SolverNames()) {
+    auto solver = std::move(NewSolver(name).value());
+    int over_budget = 0, missed = 0, zero_cost = 0, zero_extra = 0;
+    double sum_ratio = 0, max_ratio = 0;
+    int ratios = 0;
+    for (size_t i = 0; i < problems.size(); ++i) {
+      const PlanProblem& p = problems[i];
+      Plan plan = solver->Solve(name == "static_max" ? largest[i] : p);
+      ScorePlan(p, &plan);  // the static plan runs on this batch
+      const bool fits = PredictedPeakBytes(p, plan.actions) <= p.limit_bytes();
+      if (!fits) ++over_budget;
+      if (!plan.feasible) ++missed;
+      const Plan& ref = reference[i];
+      if (ref.recompute_ns == 0) {
+        ++zero_cost;
+        if (RecomputeNs(p, plan.actions) > 0) ++zero_extra;
+        continue;
+      }
+      if (!fits) continue;
+      const double ratio = static_cast<double>(RecomputeNs(p, plan.actions)) /
+                           static_cast<double>(ref.recompute_ns);
+      sum_ratio += ratio;
+      max_ratio = std::max(max_ratio, ratio);
+      ++ratios;
+    }
+    // No fitting plan with a ratio: the ratios are null, not 0.
+    char mean[32] = "null", max[32] = "null";
+    if (ratios > 0) {
+      std::snprintf(mean, sizeof(mean), "%.4f", sum_ratio / ratios);
+      std::snprintf(max, sizeof(max), "%.4f", max_ratio);
+    }
+    std::printf(
+        "{\"bench\":\"solver_quality\",\"solver\":\"%s\",\"instances\":%zu,"
+        "\"mean_cost_ratio\":%s,\"max_cost_ratio\":%s,"
+        "\"over_budget\":%d,\"missed_feasible\":%d,"
+        "\"zero_cost_instances\":%d,\"zero_cost_extra\":%d,"
+        "\"ratio_instances\":%d}\n",
+        name.c_str(), problems.size(), mean, max, over_budget, missed,
+        zero_cost, zero_extra, ratios);
+    std::fflush(stdout);
+  }
+}
+
+void CacheHits(bool quick) {
+  constexpr int kPlans = 4096;
+  PlanCache cache(kPlans);
+  std::vector<PlanKey> keys;
+  for (int i = 0; i < kPlans; ++i) {
+    PlanKey k;
+    k.model = "bert-large-" + std::to_string(i % 8);
+    k.bucket = {1 + i % 32, 8 * (i / 32)};
+    k.budget_bytes = 40LL << 30;
+    k.solver = "exact";
+    auto plan = std::make_shared<Plan>();
+    plan->actions.assign(48, Action::kKeep);
+    cache.Insert(k, plan);
+    keys.push_back(std::move(k));
+  }
+  std::mt19937_64 rng(3);
+  const int lookups = quick ? 20000 : 200000;
+  std::vector<double> ns;
+  ns.reserve(lookups);
+  size_t found = 0;
+  for (int i = 0; i < lookups; ++i) {
+    const PlanKey& k = keys[rng() % keys.size()];
+    const auto t0 = Clock::now();
+    auto plan = cache.Lookup(k);
+    const auto t1 = Clock::now();
+    found += plan != nullptr;
+    ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+  }
+  if (found != static_cast<size_t>(lookups)) std::abort();
+  std::printf("{\"bench\":\"plan_cache\",\"p50_ns\":%.0f,\"p99_ns\":%.0f}\n",
+              Percentile(ns, 0.5), Percentile(ns, 0.99));
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--stats") == 0) {
+      remat::SearchStats(remat::Family::kTransformer);
+      remat::SearchStats(remat::Family::kJittered);
+      return 0;
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick | --stats]\n", argv[0]);
+      return 2;
+    }
+  }
+  remat::Latency(quick, remat::Family::kTransformer);
+  remat::Latency(quick, remat::Family::kJittered);
+  remat::Quality(quick);
+  remat::CacheHits(quick);
+  return 0;
+}

@@ -1,0 +1,43 @@
+// Planning instances as JSON files, for `remat solve` and tests:
+//
+//   {
+//     "base_bytes": "2GiB",          // alive before forward
+//     "budget_bytes": "6GiB",        // device memory the step may use
+//     "margin_bytes": "256MiB",      // optional, default 0
+//     "blocks": [
+//       {"name": "layer0", "act_bytes": "444MiB", "input_bytes": 12582912,
+//        "forward_ns": 4200000, "checkpointable": true},   // optional, true
+//       ...
+//     ]
+//   }
+//
+// Byte fields take a non-negative integer or a size string ("6GiB",
+// "512MiB", "1.5GB", "100KiB", "123"; see planner/units.h). forward_ns is a
+// non-negative integer. Unknown keys are errors, so a typo never passes
+// silently.
+//
+// Thread safety: pure functions.
+#ifndef REMAT_CLIENT_CLI_INSTANCE_JSON_H_
+#define REMAT_CLIENT_CLI_INSTANCE_JSON_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "planner/plan.h"
+
+namespace remat {
+namespace cli {
+
+// INVALID_ARGUMENT naming the field, e.g.
+//   blocks[3].act_bytes: must be a non-negative integer or a size like
+//   "6GiB" (got -5)
+absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text);
+
+// Reads and parses `path`. NOT_FOUND when the file cannot be read; parse
+// errors are prefixed with the path.
+absl::StatusOr<PlanProblem> LoadInstanceFile(const std::string& path);
+
+}  // namespace cli
+}  // namespace remat
+
+#endif  // REMAT_CLIENT_CLI_INSTANCE_JSON_H_

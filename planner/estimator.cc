@@ -1,0 +1,950 @@
+// The remat footprint estimator and Mimose's baseline.
+//
+// Both fit every quantity (each block's act_bytes, input_bytes, forward_ns,
+// and the base) by least squares over a basis of the batch features, on the
+// mean of each distinct feature vector (duplicates count as repeated rows).
+// They differ in the basis, the weighting, term selection and bounds:
+//
+//   remat:  monomials of all features (internal/monomials.h), each feature
+//           scaled by its largest observed value; terms chosen by stepwise
+//           selection on leave-one-out error; relative (1/y) weights because
+//           measurement noise is multiplicative; an upper bound from the
+//           leave-one-out relative residuals.
+//   mimose: 1, x, ..., x^degree of x = product of all features, every term,
+//           ordinary least squares (numpy.polyfit), upper bound = value.
+//           A baseline for benchmarks, not for production plans. Its
+//           trusted flag follows remat's rules (Mimose itself has none) so
+//           that both can be compared on the same queries.
+//
+// Calibration (both): ReportPeak records the shortfall of the measured peak
+// below the point prediction of the memory model (0 when the prediction was
+// high enough) and calibration_bytes is the largest of the last 64 such
+// shortfalls: a too-low prediction makes the next ones safer at once, and
+// the correction decays only as later steps show it is no longer needed.
+
+#include "planner/estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <eigen3/Eigen/Dense>
+#include <limits>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/internal/least_squares.h"
+#include "planner/internal/monomials.h"
+
+namespace remat {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr char kFormat[] = "remat.estimator";
+constexpr int kFormatVersion = 1;
+
+// Predictions are clamped to [0, kMaxPredicted] (1 PB, or 11 days of
+// forward time): a runaway extrapolation must not overflow the int64 sums
+// of the memory model over kMaxBlocks blocks.
+constexpr double kMaxPredicted = 1e15;
+// Measured peaks above this are rejected (they cannot be real and would
+// overflow the calibrated sums).
+constexpr int64_t kMaxMeasuredPeakBytes = int64_t{1} << 60;
+// More unknowns than this per quantity is a misconfiguration (degree too
+// high for the number of features), not a model.
+constexpr size_t kMaxMonomials = 256;
+// The chance that a block's measured value exceeds its bound, per block
+// (a step's peak sums many blocks, so its bound misses far less often).
+constexpr double kBoundMissProbability = 0.02;
+// The smallest relative slack of an upper bound: one percent.
+constexpr double kMinRelativeSlack = 0.01;
+// Relative slack when the residuals give no evidence (one distinct sample).
+constexpr double kNoEvidenceRelativeSlack = 0.5;
+// Values below this fraction of a quantity's largest observed value are
+// weighted and bounded as if they were this large: relative errors of
+// near-zero values say nothing.
+constexpr double kFloorFraction = 1e-3;
+// Term selection looks at this many rows (distinct feature vectors) at most.
+constexpr Eigen::Index kMaxSelectionRows = 48;
+// ReportPeak remembers this many shortfalls; calibration is their maximum.
+constexpr size_t kCalibrationWindow = 64;
+
+enum class Kind { kRemat, kMimose };
+
+const char* KindName(Kind kind) {
+  return kind == Kind::kRemat ? "remat" : "mimose";
+}
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+// Prefixes the field named by a validation error (model.h's messages start
+// with the field).
+absl::Status Prefixed(const std::string& prefix, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+double ClampPrediction(double v) {
+  if (!std::isfinite(v)) return v < 0 ? 0 : kMaxPredicted;
+  return std::min(std::max(v, 0.0), kMaxPredicted);
+}
+
+int64_t CeilBytes(double v) {
+  return static_cast<int64_t>(std::ceil(ClampPrediction(v)));
+}
+
+int64_t RoundBytes(double v) {
+  return static_cast<int64_t>(std::llround(ClampPrediction(v)));
+}
+
+// One fitted quantity: value(f) = sum_j coefficients[j] * basis_{terms[j]}(f).
+struct QuantityModel {
+  std::vector<int> terms;
+  std::vector<double> coefficients;
+  // upper = value + relative_slack * max(value, floor) + 1.
+  double relative_slack = 0;
+  double floor = 0;
+  double loo_rel_rmse = std::numeric_limits<double>::quiet_NaN();
+};
+
+// The quantities of one block, in BlockMeasurement order.
+enum Quantity { kAct = 0, kInput = 1, kForward = 2, kNumQuantities = 3 };
+
+int64_t MeasuredQuantity(const BlockMeasurement& m, int q) {
+  switch (q) {
+    case kAct:
+      return m.act_bytes;
+    case kInput:
+      return m.input_bytes;
+    default:
+      return m.forward_ns;
+  }
+}
+
+class FittedEstimator final : public Estimator {
+ public:
+  FittedEstimator(Kind kind, ModelSpec model, EstimatorOptions options)
+      : kind_(kind), model_(std::move(model)), options_(options) {
+    if (kind_ == Kind::kRemat) {
+      exponents_ = internal::MonomialExponents(
+          static_cast<int>(model_.feature_names.size()), options_.degree,
+          kMaxMonomials);
+      num_terms_ = exponents_.size();
+    } else {
+      num_terms_ = static_cast<size_t>(options_.degree) + 1;
+    }
+    min_distinct_ = options_.min_distinct_samples > 0
+                        ? static_cast<size_t>(options_.min_distinct_samples)
+                        : num_terms_;
+    Refit();
+  }
+
+  std::string name() const override { return KindName(kind_); }
+  const ModelSpec& model() const override { return model_; }
+  size_t num_samples() const override { return samples_.size(); }
+
+  absl::Status AddSamples(const std::vector<Sample>& samples) override {
+    for (size_t i = 0; i < samples.size(); ++i) {
+      absl::Status s = ValidateSample(model_, samples[i]);
+      if (!s.ok()) return Prefixed(absl::StrCat("samples[", i, "]."), s);
+    }
+    if (samples.empty()) return absl::OkStatus();
+    samples_.insert(samples_.end(), samples.begin(), samples.end());
+    Refit();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Prediction> Predict(const Features& features) const override {
+    if (absl::Status s = ValidateFeatures(model_, features); !s.ok()) return s;
+    if (samples_.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model \"", model_.name,
+                       "\" has no samples yet; add samples before predicting"));
+    }
+    Prediction p;
+    const Eigen::VectorXd basis = Basis(features);
+    p.blocks.resize(model_.blocks.size());
+    for (size_t b = 0; b < model_.blocks.size(); ++b) {
+      p.blocks[b].act_bytes = Evaluate(block_models_[b][kAct], basis);
+      p.blocks[b].input_bytes = Evaluate(block_models_[b][kInput], basis);
+      p.blocks[b].forward_ns = Evaluate(block_models_[b][kForward], basis);
+    }
+    p.base_bytes = Evaluate(base_model_, basis);
+    p.calibration_bytes = calibration_bytes_;
+
+    std::vector<std::string> reasons;
+    if (num_distinct_ < min_distinct_) {
+      reasons.push_back(absl::StrCat(
+          "only ", num_distinct_, " distinct feature vectors observed; ",
+          min_distinct_, " needed (min_distinct_samples)"));
+    }
+    const double factor = options_.extrapolation_factor;
+    for (size_t i = 0; i < features.size(); ++i) {
+      const double lo = feature_min_[i] / factor;
+      const double hi = feature_max_[i] * factor;
+      if (features[i] < lo || features[i] > hi) {
+        reasons.push_back(absl::StrCat(
+            "feature ", model_.feature_names[i], "=", features[i],
+            " is outside the observed range [", feature_min_[i], ", ",
+            feature_max_[i], "] widened by extrapolation_factor ", factor));
+      }
+    }
+    p.trusted = reasons.empty();
+    p.untrusted_reason = absl::StrJoin(reasons, "; ");
+    return p;
+  }
+
+  absl::Status ReportPeak(const Features& features,
+                          const std::vector<Action>& actions,
+                          int64_t measured_peak_bytes) override {
+    if (measured_peak_bytes < 0 ||
+        measured_peak_bytes > kMaxMeasuredPeakBytes) {
+      return Invalid(
+          "measured_peak_bytes",
+          absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
+    }
+    absl::StatusOr<Estimate> peak = UncalibratedPeak(features, actions);
+    if (!peak.ok()) return peak.status();
+    const double shortfall =
+        static_cast<double>(measured_peak_bytes) - std::floor(peak->value);
+    recent_shortfall_bytes_.push_back(
+        shortfall > 0 ? static_cast<int64_t>(shortfall) : 0);
+    while (recent_shortfall_bytes_.size() > kCalibrationWindow) {
+      recent_shortfall_bytes_.pop_front();
+    }
+    calibration_bytes_ = *std::max_element(recent_shortfall_bytes_.begin(),
+                                           recent_shortfall_bytes_.end());
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Estimate> PredictPeakBytes(
+      const Features& features,
+      const std::vector<Action>& actions) const override {
+    absl::StatusOr<Estimate> peak = UncalibratedPeak(features, actions);
+    if (!peak.ok()) return peak.status();
+    peak->value += static_cast<double>(calibration_bytes_);
+    peak->upper += static_cast<double>(calibration_bytes_);
+    return peak;
+  }
+
+  std::vector<BlockFitQuality> FitQuality() const override {
+    std::vector<BlockFitQuality> out(model_.blocks.size());
+    for (size_t b = 0; b < model_.blocks.size(); ++b) {
+      out[b].block = model_.blocks[b].name;
+      out[b].act_rel_rmse = block_models_[b][kAct].loo_rel_rmse;
+    }
+    return out;
+  }
+
+  std::vector<FeatureRange> ObservedRange() const override {
+    std::vector<FeatureRange> out;
+    if (samples_.empty()) return out;
+    for (size_t i = 0; i < model_.feature_names.size(); ++i) {
+      out.push_back(
+          {model_.feature_names[i], feature_min_[i], feature_max_[i]});
+    }
+    return out;
+  }
+
+  std::string Serialize() const override {
+    Json model = {{"name", model_.name},
+                  {"feature_names", model_.feature_names},
+                  {"blocks", Json::array()}};
+    for (const BlockSpec& b : model_.blocks) {
+      model["blocks"].push_back(
+          {{"name", b.name}, {"checkpointable", b.checkpointable}});
+    }
+    Json samples = Json::array();
+    for (const Sample& s : samples_) {
+      Json blocks = Json::array();
+      for (const BlockMeasurement& m : s.blocks) {
+        blocks.push_back({m.act_bytes, m.input_bytes, m.forward_ns});
+      }
+      Json js = {{"features", s.features}, {"blocks", std::move(blocks)}};
+      if (s.base_bytes) js["base_bytes"] = *s.base_bytes;
+      if (s.peak_bytes) js["peak_bytes"] = *s.peak_bytes;
+      samples.push_back(std::move(js));
+    }
+    Json out = {
+        {"format", kFormat},
+        {"version", kFormatVersion},
+        {"kind", KindName(kind_)},
+        {"model", std::move(model)},
+        {"options",
+         {{"degree", options_.degree},
+          {"extrapolation_factor", options_.extrapolation_factor},
+          {"min_distinct_samples", options_.min_distinct_samples}}},
+        {"samples", std::move(samples)},
+        {"calibration_bytes", calibration_bytes_},
+        {"recent_shortfall_bytes",
+         std::vector<int64_t>(recent_shortfall_bytes_.begin(),
+                              recent_shortfall_bytes_.end())},
+    };
+    return out.dump();
+  }
+
+  // Restores calibration state (deserialisation). Values already validated.
+  void RestoreCalibration(int64_t calibration_bytes,
+                          std::vector<int64_t> recent) {
+    calibration_bytes_ = calibration_bytes;
+    recent_shortfall_bytes_.assign(recent.begin(), recent.end());
+  }
+
+ private:
+  // The basis functions evaluated at `f`, with the scales of the last fit.
+  Eigen::VectorXd Basis(const Features& f) const {
+    Eigen::VectorXd out(num_terms_);
+    if (kind_ == Kind::kRemat) {
+      for (size_t t = 0; t < num_terms_; ++t) {
+        double v = 1;
+        for (size_t i = 0; i < f.size(); ++i) {
+          const double z = f[i] / feature_scale_[i];
+          for (int e = 0; e < exponents_[t][i]; ++e) v *= z;
+        }
+        out(static_cast<Eigen::Index>(t)) = v;
+      }
+    } else {
+      double x = 1;
+      for (double v : f) x *= v;
+      x /= product_scale_;
+      double v = 1;
+      for (size_t t = 0; t < num_terms_; ++t) {
+        out(static_cast<Eigen::Index>(t)) = v;
+        v *= x;
+      }
+    }
+    return out;
+  }
+
+  Estimate Evaluate(const QuantityModel& m,
+                    const Eigen::VectorXd& basis) const {
+    double v = 0;
+    for (size_t j = 0; j < m.terms.size(); ++j) {
+      v += m.coefficients[j] * basis(m.terms[j]);
+    }
+    Estimate e;
+    e.value = ClampPrediction(v);
+    if (kind_ == Kind::kRemat) {
+      e.upper = ClampPrediction(
+          e.value + m.relative_slack * std::max(e.value, m.floor) + 1);
+    } else {
+      e.upper = e.value;  // Mimose has no bound: that is the comparison.
+    }
+    return e;
+  }
+
+  // The memory model on point predictions and on upper bounds, without
+  // calibration.
+  absl::StatusOr<Estimate> UncalibratedPeak(
+      const Features& features, const std::vector<Action>& actions) const {
+    if (actions.size() != model_.blocks.size()) {
+      return Invalid("actions",
+                     absl::StrCat("has ", actions.size(), " entries; model \"",
+                                  model_.name, "\" has ", model_.blocks.size(),
+                                  " blocks"));
+    }
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (actions[i] != Action::kKeep && actions[i] != Action::kRecompute &&
+          actions[i] != Action::kOffload) {
+        return Invalid(absl::StrCat("actions[", i, "]"), "unknown action");
+      }
+    }
+    absl::StatusOr<Prediction> p = Predict(features);
+    if (!p.ok()) return p.status();
+    PlanProblem point;
+    PlanProblem upper;
+    point.base_bytes = RoundBytes(p->base_bytes.value);
+    upper.base_bytes = CeilBytes(p->base_bytes.upper);
+    for (size_t b = 0; b < model_.blocks.size(); ++b) {
+      const BlockEstimate& e = p->blocks[b];
+      point.blocks.push_back(
+          {model_.blocks[b].name, RoundBytes(e.act_bytes.value),
+           RoundBytes(e.input_bytes.value), RoundBytes(e.forward_ns.value),
+           model_.blocks[b].checkpointable});
+      upper.blocks.push_back(
+          {model_.blocks[b].name, CeilBytes(e.act_bytes.upper),
+           CeilBytes(e.input_bytes.upper), CeilBytes(e.forward_ns.upper),
+           model_.blocks[b].checkpointable});
+    }
+    Estimate out;
+    out.value = static_cast<double>(PredictedPeakBytes(point, actions));
+    out.upper = static_cast<double>(PredictedPeakBytes(upper, actions));
+    return out;
+  }
+
+  // Fits a group of quantities that share one term set (remat selects it
+  // jointly; Mimose uses every term): rows of `x` are distinct feature
+  // vectors, ys[k] the mean values of quantity k per row, count how many
+  // samples each row stands for.
+  std::vector<QuantityModel> FitGroup(const Eigen::MatrixXd& x,
+                                      const std::vector<Eigen::VectorXd>& ys,
+                                      const Eigen::VectorXd& count) const {
+    const Eigen::Index n = x.rows();
+    std::vector<QuantityModel> out(ys.size());
+    std::vector<Eigen::VectorXd> weights(ys.size());
+    std::vector<size_t> fitted;  // quantities with something to fit
+    for (size_t k = 0; k < ys.size(); ++k) {
+      QuantityModel& m = out[k];
+      if (n == 0) continue;  // never observed: predicts 0
+      const double y_max = ys[k].maxCoeff();
+      if (!(y_max > 0)) {  // always 0
+        m.relative_slack = kMinRelativeSlack;
+        m.loo_rel_rmse = 0;
+        continue;
+      }
+      m.floor = kFloorFraction * y_max;
+      Eigen::VectorXd& w = weights[k];
+      w.resize(n);
+      for (Eigen::Index i = 0; i < n; ++i) {
+        // Duplicates count as repeated rows; remat weighs relative errors
+        // because measurement noise is multiplicative.
+        w(i) = std::sqrt(count(i));
+        if (kind_ == Kind::kRemat) w(i) /= std::max(ys[k](i), m.floor);
+      }
+      fitted.push_back(k);
+    }
+    if (fitted.empty()) return out;
+
+    std::vector<int> terms;
+    if (kind_ == Kind::kRemat) {
+      // Selection costs a fit per candidate term set and quantity, so it
+      // looks at no more than kMaxSelectionRows rows, spread evenly from the
+      // smallest to the largest batch (by the product of the features); the
+      // coefficients are then fitted on every row.
+      std::vector<Eigen::Index> rows(static_cast<size_t>(n));
+      for (Eigen::Index i = 0; i < n; ++i) rows[i] = i;
+      if (n > kMaxSelectionRows) {
+        std::vector<double> size(static_cast<size_t>(n));
+        for (Eigen::Index i = 0; i < n; ++i) size[i] = x.row(i).sum();
+        std::stable_sort(
+            rows.begin(), rows.end(),
+            [&](Eigen::Index l, Eigen::Index r) { return size[l] < size[r]; });
+        std::vector<Eigen::Index> spread;
+        for (Eigen::Index j = 0; j < kMaxSelectionRows; ++j) {
+          spread.push_back(
+              rows[static_cast<size_t>(j * (n - 1) / (kMaxSelectionRows - 1))]);
+        }
+        rows = std::move(spread);
+      }
+      const Eigen::Index ns = static_cast<Eigen::Index>(rows.size());
+      Eigen::MatrixXd sel_x(ns, x.cols());
+      for (Eigen::Index i = 0; i < ns; ++i) sel_x.row(i) = x.row(rows[i]);
+      std::vector<Eigen::VectorXd> sel_y, sel_w;
+      for (size_t k : fitted) {
+        Eigen::VectorXd yk(ns), wk(ns);
+        for (Eigen::Index i = 0; i < ns; ++i) {
+          yk(i) = ys[k](rows[i]);
+          wk(i) = weights[k](rows[i]);
+        }
+        sel_y.push_back(std::move(yk));
+        sel_w.push_back(std::move(wk));
+      }
+      terms =
+          internal::SelectTerms(sel_x, sel_y, sel_w, static_cast<int>(x.cols()),
+                                /*non_negative=*/true);
+    } else {
+      for (Eigen::Index j = 0; j < x.cols(); ++j) {
+        terms.push_back(static_cast<int>(j));
+      }
+    }
+    for (size_t k : fitted) {
+      const internal::LinearFit fit =
+          internal::FitColumns(x, ys[k], weights[k], terms,
+                               /*non_negative=*/kind_ == Kind::kRemat);
+      FinishModel(ys[k], count, fit, &out[k]);
+    }
+    return out;
+  }
+
+  // Stores the fit and derives the bound and the fit quality from its
+  // leave-one-out residuals.
+  static void FinishModel(const Eigen::VectorXd& y,
+                          const Eigen::VectorXd& count,
+                          const internal::LinearFit& fit, QuantityModel* m) {
+    m->terms = fit.columns;
+    m->coefficients.assign(fit.coefficients.data(),
+                           fit.coefficients.data() + fit.coefficients.size());
+    // The bound scales the prediction, so each row's error is taken
+    // relative to what the fit predicted for it without it.
+    std::vector<double> errors;
+    double sum_sq = 0;
+    double weight = 0;
+    for (Eigen::Index i = 0; i < y.size(); ++i) {
+      const double r = fit.loo_residuals(i);
+      if (!std::isfinite(r)) continue;
+      const double left_out = y(i) - r;
+      errors.push_back(std::abs(r) / std::max(left_out, m->floor));
+      const double rel = r / std::max(y(i), m->floor);
+      sum_sq += count(i) * rel * rel;
+      weight += count(i);
+    }
+    if (errors.empty()) {
+      m->relative_slack = kNoEvidenceRelativeSlack;
+      return;
+    }
+    // The ceil((1 - alpha)(n + 1))-th smallest of n leave-one-out errors
+    // bounds a new one with probability >= 1 - alpha (the jackknife form of
+    // conformal prediction); below 1/alpha - 1 rows that is the largest.
+    std::sort(errors.begin(), errors.end());
+    const double n = static_cast<double>(errors.size());
+    const size_t rank =
+        static_cast<size_t>(std::ceil((1 - kBoundMissProbability) * (n + 1)));
+    m->relative_slack =
+        std::max(errors[std::min(rank, errors.size()) - 1], kMinRelativeSlack);
+    m->loo_rel_rmse = std::sqrt(sum_sq / weight);
+  }
+
+  // Recomputes ranges, scales and every quantity's model from samples_.
+  void Refit() {
+    const size_t nf = model_.feature_names.size();
+    const size_t nb = model_.blocks.size();
+    feature_min_.assign(nf, 0);
+    feature_max_.assign(nf, 0);
+    feature_scale_.assign(nf, 1);
+    product_scale_ = 1;
+    block_models_.assign(nb, std::vector<QuantityModel>(kNumQuantities));
+    base_model_ = QuantityModel();
+    num_distinct_ = 0;
+    if (samples_.empty()) return;
+
+    // Distinct feature vectors in order of first appearance.
+    std::map<Features, size_t> index;
+    std::vector<const Features*> distinct;
+    std::vector<size_t> group(samples_.size());
+    for (size_t s = 0; s < samples_.size(); ++s) {
+      auto it = index.emplace(samples_[s].features, distinct.size());
+      if (it.second) distinct.push_back(&it.first->first);
+      group[s] = it.first->second;
+    }
+    num_distinct_ = distinct.size();
+
+    for (size_t i = 0; i < nf; ++i) {
+      feature_min_[i] = feature_max_[i] = samples_[0].features[i];
+    }
+    double product_max = 0;
+    for (const Sample& s : samples_) {
+      double product = 1;
+      for (size_t i = 0; i < nf; ++i) {
+        feature_min_[i] = std::min(feature_min_[i], s.features[i]);
+        feature_max_[i] = std::max(feature_max_[i], s.features[i]);
+        product *= s.features[i];
+      }
+      product_max = std::max(product_max, product);
+    }
+    for (size_t i = 0; i < nf; ++i) {
+      if (feature_max_[i] > 0) feature_scale_[i] = feature_max_[i];
+    }
+    if (product_max > 0 && std::isfinite(product_max)) {
+      product_scale_ = product_max;
+    }
+
+    const Eigen::Index n = static_cast<Eigen::Index>(distinct.size());
+    const Eigen::Index m = static_cast<Eigen::Index>(num_terms_);
+    Eigen::MatrixXd x(n, m);
+    for (Eigen::Index r = 0; r < n; ++r) x.row(r) = Basis(*distinct[r]);
+
+    // Group means of every block quantity.
+    Eigen::VectorXd count = Eigen::VectorXd::Zero(n);
+    Eigen::MatrixXd sums = Eigen::MatrixXd::Zero(n, nb * kNumQuantities);
+    Eigen::VectorXd base_count = Eigen::VectorXd::Zero(n);
+    Eigen::VectorXd base_sum = Eigen::VectorXd::Zero(n);
+    for (size_t s = 0; s < samples_.size(); ++s) {
+      const Eigen::Index g = static_cast<Eigen::Index>(group[s]);
+      count(g) += 1;
+      for (size_t b = 0; b < nb; ++b) {
+        for (int q = 0; q < kNumQuantities; ++q) {
+          sums(g, static_cast<Eigen::Index>(b * kNumQuantities + q)) +=
+              static_cast<double>(MeasuredQuantity(samples_[s].blocks[b], q));
+        }
+      }
+      if (samples_[s].base_bytes) {
+        base_count(g) += 1;
+        base_sum(g) += static_cast<double>(*samples_[s].base_bytes);
+      }
+    }
+    // Each quantity's blocks share one term set.
+    for (int q = 0; q < kNumQuantities; ++q) {
+      std::vector<Eigen::VectorXd> ys;
+      for (size_t b = 0; b < nb; ++b) {
+        ys.push_back(sums.col(static_cast<Eigen::Index>(b * kNumQuantities + q))
+                         .cwiseQuotient(count));
+      }
+      std::vector<QuantityModel> fitted = FitGroup(x, ys, count);
+      for (size_t b = 0; b < nb; ++b)
+        block_models_[b][q] = std::move(fitted[b]);
+    }
+    // The base, over the rows whose samples reported it.
+    std::vector<Eigen::Index> rows;
+    for (Eigen::Index r = 0; r < n; ++r) {
+      if (base_count(r) > 0) rows.push_back(r);
+    }
+    const Eigen::Index nbase = static_cast<Eigen::Index>(rows.size());
+    Eigen::MatrixXd xb(nbase, m);
+    Eigen::VectorXd yb(nbase), cb(nbase);
+    for (Eigen::Index r = 0; r < nbase; ++r) {
+      xb.row(r) = x.row(rows[r]);
+      yb(r) = base_sum(rows[r]) / base_count(rows[r]);
+      cb(r) = base_count(rows[r]);
+    }
+    base_model_ = std::move(FitGroup(xb, {yb}, cb)[0]);
+  }
+
+  const Kind kind_;
+  const ModelSpec model_;
+  const EstimatorOptions options_;
+  std::vector<std::vector<int>> exponents_;  // remat's basis
+  size_t num_terms_ = 0;
+  size_t min_distinct_ = 0;
+
+  std::vector<Sample> samples_;
+  int64_t calibration_bytes_ = 0;
+  std::deque<int64_t> recent_shortfall_bytes_;
+
+  // Derived from samples_ by Refit().
+  size_t num_distinct_ = 0;
+  std::vector<double> feature_min_, feature_max_, feature_scale_;
+  double product_scale_ = 1;
+  std::vector<std::vector<QuantityModel>> block_models_;  // [block][quantity]
+  QuantityModel base_model_;
+};
+
+absl::Status ValidateOptions(Kind kind, const ModelSpec& model,
+                             const EstimatorOptions& options) {
+  if (options.degree < 1 || options.degree > 4) {
+    return Invalid("options.degree",
+                   absl::StrCat(options.degree, " is outside [1, 4]"));
+  }
+  if (!std::isfinite(options.extrapolation_factor) ||
+      options.extrapolation_factor < 1) {
+    return Invalid("options.extrapolation_factor",
+                   absl::StrCat(options.extrapolation_factor,
+                                " must be a finite number >= 1"));
+  }
+  if (options.min_distinct_samples < 0) {
+    return Invalid("options.min_distinct_samples",
+                   absl::StrCat(options.min_distinct_samples,
+                                " must be >= 0 (0: the number of unknowns)"));
+  }
+  if (kind == Kind::kRemat) {
+    const size_t terms =
+        internal::CountMonomials(static_cast<int>(model.feature_names.size()),
+                                 options.degree, kMaxMonomials);
+    if (terms > kMaxMonomials) {
+      return Invalid(
+          "options.degree",
+          absl::StrCat("degree ", options.degree, " with ",
+                       model.feature_names.size(), " features gives more than ",
+                       kMaxMonomials,
+                       " monomials; lower the degree or use fewer features"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<FittedEstimator>> NewFitted(
+    Kind kind, const ModelSpec& model, const EstimatorOptions& options) {
+  if (absl::Status s = ValidateModelSpec(model); !s.ok()) {
+    return Prefixed("model.", s);
+  }
+  if (absl::Status s = ValidateOptions(kind, model, options); !s.ok()) return s;
+  return std::make_unique<FittedEstimator>(kind, model, options);
+}
+
+// Deserialisation helpers: each names the field it reads.
+
+absl::Status Missing(const std::string& field, const std::string& type) {
+  return Invalid(absl::StrCat("estimator text field \"", field, "\""),
+                 absl::StrCat("missing or not ", type));
+}
+
+absl::StatusOr<const Json*> Field(const Json& obj, const std::string& key,
+                                  const std::string& path) {
+  if (!obj.is_object() || !obj.contains(key)) return Missing(path, "present");
+  return &obj.at(key);
+}
+
+absl::StatusOr<int64_t> GetInt(const Json& j, const std::string& path) {
+  if (!j.is_number_integer()) return Missing(path, "an integer");
+  if (j.is_number_unsigned() &&
+      j.get<uint64_t>() >
+          static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Missing(path, "an integer within int64");
+  }
+  return j.get<int64_t>();
+}
+
+absl::StatusOr<double> GetDouble(const Json& j, const std::string& path) {
+  if (!j.is_number()) return Missing(path, "a number");
+  return j.get<double>();
+}
+
+absl::StatusOr<std::string> GetString(const Json& j, const std::string& path) {
+  if (!j.is_string()) return Missing(path, "a string");
+  return j.get<std::string>();
+}
+
+absl::StatusOr<std::unique_ptr<Estimator>> Deserialize(const Json& root) {
+  if (!root.is_object()) return Missing("(root)", "an object");
+  auto format = Field(root, "format", "format");
+  if (!format.ok()) return format.status();
+  auto format_name = GetString(**format, "format");
+  if (!format_name.ok()) return format_name.status();
+  if (*format_name != kFormat) {
+    return Invalid(
+        "estimator text field \"format\"",
+        absl::StrCat("is \"", *format_name, "\", expected \"", kFormat, "\""));
+  }
+  auto version_field = Field(root, "version", "version");
+  if (!version_field.ok()) return version_field.status();
+  auto version = GetInt(**version_field, "version");
+  if (!version.ok()) return version.status();
+  if (*version != kFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("estimator text version ", *version,
+                     " is not supported (this build "
+                     "reads version ",
+                     kFormatVersion, ")"));
+  }
+
+  auto kind_field = Field(root, "kind", "kind");
+  if (!kind_field.ok()) return kind_field.status();
+  auto kind_name = GetString(**kind_field, "kind");
+  if (!kind_name.ok()) return kind_name.status();
+  Kind kind;
+  if (*kind_name == "remat") {
+    kind = Kind::kRemat;
+  } else if (*kind_name == "mimose") {
+    kind = Kind::kMimose;
+  } else {
+    return Invalid(
+        "estimator text field \"kind\"",
+        absl::StrCat("\"", *kind_name, "\" is not \"remat\" or \"mimose\""));
+  }
+
+  // model
+  auto model_json = Field(root, "model", "model");
+  if (!model_json.ok()) return model_json.status();
+  ModelSpec model;
+  {
+    auto name = Field(**model_json, "name", "model.name");
+    if (!name.ok()) return name.status();
+    auto s = GetString(**name, "model.name");
+    if (!s.ok()) return s.status();
+    model.name = *s;
+    auto features = Field(**model_json, "feature_names", "model.feature_names");
+    if (!features.ok()) return features.status();
+    if (!(*features)->is_array()) {
+      return Missing("model.feature_names", "an array");
+    }
+    for (size_t i = 0; i < (*features)->size(); ++i) {
+      auto f = GetString((**features)[i],
+                         absl::StrCat("model.feature_names[", i, "]"));
+      if (!f.ok()) return f.status();
+      model.feature_names.push_back(*f);
+    }
+    auto blocks = Field(**model_json, "blocks", "model.blocks");
+    if (!blocks.ok()) return blocks.status();
+    if (!(*blocks)->is_array()) return Missing("model.blocks", "an array");
+    for (size_t i = 0; i < (*blocks)->size(); ++i) {
+      const std::string path = absl::StrCat("model.blocks[", i, "]");
+      const Json& jb = (**blocks)[i];
+      auto bname = Field(jb, "name", path + ".name");
+      if (!bname.ok()) return bname.status();
+      auto bs = GetString(**bname, path + ".name");
+      if (!bs.ok()) return bs.status();
+      BlockSpec spec;
+      spec.name = *bs;
+      if (jb.contains("checkpointable")) {
+        if (!jb.at("checkpointable").is_boolean()) {
+          return Missing(path + ".checkpointable", "a boolean");
+        }
+        spec.checkpointable = jb.at("checkpointable").get<bool>();
+      }
+      model.blocks.push_back(std::move(spec));
+    }
+  }
+
+  // options
+  auto options_json = Field(root, "options", "options");
+  if (!options_json.ok()) return options_json.status();
+  EstimatorOptions options;
+  {
+    auto degree = Field(**options_json, "degree", "options.degree");
+    if (!degree.ok()) return degree.status();
+    auto d = GetInt(**degree, "options.degree");
+    if (!d.ok()) return d.status();
+    if (*d < 1 || *d > 4) {
+      return Invalid("options.degree", absl::StrCat(*d, " is outside [1, 4]"));
+    }
+    options.degree = static_cast<int>(*d);
+    auto factor = Field(**options_json, "extrapolation_factor",
+                        "options.extrapolation_factor");
+    if (!factor.ok()) return factor.status();
+    auto f = GetDouble(**factor, "options.extrapolation_factor");
+    if (!f.ok()) return f.status();
+    options.extrapolation_factor = *f;
+    auto distinct = Field(**options_json, "min_distinct_samples",
+                          "options.min_distinct_samples");
+    if (!distinct.ok()) return distinct.status();
+    auto md = GetInt(**distinct, "options.min_distinct_samples");
+    if (!md.ok()) return md.status();
+    if (*md < 0 || *md > std::numeric_limits<int>::max()) {
+      return Invalid("options.min_distinct_samples",
+                     absl::StrCat(*md, " is outside [0, 2^31)"));
+    }
+    options.min_distinct_samples = static_cast<int>(*md);
+  }
+
+  // samples
+  auto samples_json = Field(root, "samples", "samples");
+  if (!samples_json.ok()) return samples_json.status();
+  if (!(*samples_json)->is_array()) return Missing("samples", "an array");
+  std::vector<Sample> samples;
+  samples.reserve((*samples_json)->size());
+  for (size_t i = 0; i < (*samples_json)->size(); ++i) {
+    const std::string path = absl::StrCat("samples[", i, "]");
+    const Json& js = (**samples_json)[i];
+    Sample sample;
+    auto features = Field(js, "features", path + ".features");
+    if (!features.ok()) return features.status();
+    if (!(*features)->is_array())
+      return Missing(path + ".features", "an array");
+    for (size_t f = 0; f < (*features)->size(); ++f) {
+      auto v =
+          GetDouble((**features)[f], absl::StrCat(path, ".features[", f, "]"));
+      if (!v.ok()) return v.status();
+      sample.features.push_back(*v);
+    }
+    auto blocks = Field(js, "blocks", path + ".blocks");
+    if (!blocks.ok()) return blocks.status();
+    if (!(*blocks)->is_array()) return Missing(path + ".blocks", "an array");
+    for (size_t b = 0; b < (*blocks)->size(); ++b) {
+      const std::string bpath = absl::StrCat(path, ".blocks[", b, "]");
+      const Json& jb = (**blocks)[b];
+      if (!jb.is_array() || jb.size() != 3) {
+        return Missing(bpath, "an array [act_bytes, input_bytes, forward_ns]");
+      }
+      BlockMeasurement m;
+      auto a = GetInt(jb[0], bpath + "[0] (act_bytes)");
+      if (!a.ok()) return a.status();
+      auto x = GetInt(jb[1], bpath + "[1] (input_bytes)");
+      if (!x.ok()) return x.status();
+      auto c = GetInt(jb[2], bpath + "[2] (forward_ns)");
+      if (!c.ok()) return c.status();
+      m.act_bytes = *a;
+      m.input_bytes = *x;
+      m.forward_ns = *c;
+      sample.blocks.push_back(m);
+    }
+    for (const char* key : {"base_bytes", "peak_bytes"}) {
+      if (!js.contains(key)) continue;
+      auto v = GetInt(js.at(key), absl::StrCat(path, ".", key));
+      if (!v.ok()) return v.status();
+      (std::string(key) == "base_bytes" ? sample.base_bytes
+                                        : sample.peak_bytes) = *v;
+    }
+    samples.push_back(std::move(sample));
+  }
+
+  // calibration
+  auto cal_field = Field(root, "calibration_bytes", "calibration_bytes");
+  if (!cal_field.ok()) return cal_field.status();
+  auto calibration = GetInt(**cal_field, "calibration_bytes");
+  if (!calibration.ok()) return calibration.status();
+  if (*calibration < 0 || *calibration > kMaxMeasuredPeakBytes) {
+    return Invalid("calibration_bytes",
+                   absl::StrCat(*calibration, " is outside [0, 2^60]"));
+  }
+  std::vector<int64_t> recent;
+  if (root.contains("recent_shortfall_bytes")) {
+    const Json& jr = root.at("recent_shortfall_bytes");
+    if (!jr.is_array() || jr.size() > kCalibrationWindow) {
+      return Missing("recent_shortfall_bytes",
+                     absl::StrCat("an array of at most ", kCalibrationWindow,
+                                  " integers"));
+    }
+    for (size_t i = 0; i < jr.size(); ++i) {
+      const std::string path = absl::StrCat("recent_shortfall_bytes[", i, "]");
+      auto v = GetInt(jr[i], path);
+      if (!v.ok()) return v.status();
+      if (*v < 0 || *v > kMaxMeasuredPeakBytes) {
+        return Invalid(path, absl::StrCat(*v, " is outside [0, 2^60]"));
+      }
+      recent.push_back(*v);
+    }
+  }
+
+  auto estimator = NewFitted(kind, model, options);
+  if (!estimator.ok()) return estimator.status();
+  if (absl::Status s = (*estimator)->AddSamples(samples); !s.ok()) return s;
+  (*estimator)->RestoreCalibration(*calibration, std::move(recent));
+  return std::unique_ptr<Estimator>(std::move(*estimator));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Estimator>> NewRematEstimator(
+    const ModelSpec& model, const EstimatorOptions& options) {
+  auto e = NewFitted(Kind::kRemat, model, options);
+  if (!e.ok()) return e.status();
+  return std::unique_ptr<Estimator>(std::move(*e));
+}
+
+absl::StatusOr<std::unique_ptr<Estimator>> NewMimoseEstimator(
+    const ModelSpec& model, const EstimatorOptions& options) {
+  auto e = NewFitted(Kind::kMimose, model, options);
+  if (!e.ok()) return e.status();
+  return std::unique_ptr<Estimator>(std::move(*e));
+}
+
+absl::StatusOr<std::unique_ptr<Estimator>> DeserializeEstimator(
+    const std::string& text) {
+  try {
+    Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+    if (root.is_discarded()) {
+      return absl::InvalidArgumentError(
+          "estimator text: not valid JSON (expected Serialize()'s output)");
+    }
+    return Deserialize(root);
+  } catch (const nlohmann::json::exception& e) {
+    // The checks above should leave nothing to throw; keep the promise that
+    // no exception escapes anyway.
+    return absl::InvalidArgumentError(
+        absl::StrCat("estimator text: malformed (", e.what(), ")"));
+  }
+}
+
+PlanProblem MakePlanProblem(const ModelSpec& model,
+                            const Prediction& prediction, int64_t budget_bytes,
+                            int64_t margin_bytes) {
+  PlanProblem problem;
+  problem.budget_bytes = budget_bytes;
+  problem.margin_bytes = margin_bytes;
+  problem.base_bytes =
+      CeilBytes(prediction.base_bytes.upper) +
+      std::min(std::max<int64_t>(prediction.calibration_bytes, 0),
+               kMaxMeasuredPeakBytes);
+  for (size_t b = 0; b < model.blocks.size(); ++b) {
+    BlockCost cost;
+    cost.name = model.blocks[b].name;
+    cost.checkpointable = model.blocks[b].checkpointable;
+    if (b < prediction.blocks.size()) {
+      const BlockEstimate& e = prediction.blocks[b];
+      cost.act_bytes = CeilBytes(e.act_bytes.upper);
+      cost.input_bytes = CeilBytes(e.input_bytes.upper);
+      cost.forward_ns = CeilBytes(e.forward_ns.upper);
+    }
+    problem.blocks.push_back(std::move(cost));
+  }
+  return problem;
+}
+
+}  // namespace remat

@@ -1,0 +1,609 @@
+#include "planner/estimator.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "planner/internal/monomials.h"
+#include "planner/model.h"
+#include "planner/plan.h"
+
+namespace remat {
+namespace {
+
+// Three blocks with known laws in (b, s): attention-like, MLP-like, constant.
+ModelSpec Model() {
+  ModelSpec m;
+  m.name = "toy";
+  m.feature_names = {"batch", "seq"};
+  m.blocks = {{"attn", true}, {"mlp", true}, {"norm", false}};
+  return m;
+}
+
+struct Truth {
+  double act[3], input[3], forward[3], base;
+};
+
+Truth Law(double b, double s) {
+  Truth t;
+  t.act[0] = 3 * b * s * s + 1000;  // b*s^2 plus a constant
+  t.act[1] = 50 * b * s;            // b*s
+  t.act[2] = 4096;                  // constant
+  t.input[0] = t.input[1] = 2 * b * s;
+  t.input[2] = 0;
+  t.forward[0] = 7 * b * s * s + 20000;
+  t.forward[1] = 11 * b * s + 5000;
+  t.forward[2] = 300;
+  t.base = 1e9 + 8 * b * s;
+  return t;
+}
+
+// noise: standard deviation of a multiplicative log-normal factor.
+Sample MakeSample(double b, double s, double noise = 0,
+                  std::mt19937_64* rng = nullptr) {
+  std::normal_distribution<double> n(0, noise);
+  auto noisy = [&](double v) {
+    const double f = noise > 0 ? std::exp(n(*rng)) : 1.0;
+    return static_cast<int64_t>(std::llround(v * f));
+  };
+  const Truth t = Law(b, s);
+  Sample sample;
+  sample.features = {b, s};
+  for (int i = 0; i < 3; ++i) {
+    sample.blocks.push_back(
+        {noisy(t.act[i]), noisy(t.input[i]), noisy(t.forward[i])});
+  }
+  sample.base_bytes = static_cast<int64_t>(std::llround(t.base));
+  return sample;
+}
+
+std::vector<Sample> Grid() {
+  std::vector<Sample> out;
+  for (double b : {1, 2, 4, 8, 16, 32}) {
+    for (double s : {32, 96, 200, 512}) out.push_back(MakeSample(b, s));
+  }
+  return out;
+}
+
+std::unique_ptr<Estimator> Fitted(const std::vector<Sample>& samples,
+                                  const EstimatorOptions& options = {}) {
+  auto e = NewRematEstimator(Model(), options);
+  REQUIRE(e.ok());
+  REQUIRE((*e)->AddSamples(samples).ok());
+  return std::move(*e);
+}
+
+double RelErr(double predicted, double truth) {
+  return std::abs(predicted - truth) / truth;
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("the monomial basis at degree 2 covers b*s^2 but not cubes") {
+  const auto e = internal::MonomialExponents(2, 2, 256);
+  const std::vector<std::vector<int>> want = {{0, 0}, {1, 0}, {0, 1}, {2, 0},
+                                              {1, 1}, {0, 2}, {2, 1}, {1, 2}};
+  CHECK(e == want);
+  CHECK(internal::MonomialExponents(1, 2, 256).size() == 3);  // 1, x, x^2
+  CHECK(internal::MonomialExponents(2, 1, 256).size() == 4);  // 1,b,s,bs
+  CHECK(internal::CountMonomials(16, 4, 256) == 257);         // over the cap
+}
+
+TEST_CASE("known laws are recovered exactly between and beyond the samples") {
+  auto est = Fitted(Grid());
+  CHECK(est->name() == "remat");
+  CHECK(est->num_samples() == 24);
+  for (auto [b, s] : {std::pair<double, double>{6, 150}, {3, 40}, {30, 600}}) {
+    auto p = est->Predict({b, s});
+    REQUIRE(p.ok());
+    CHECK(p->trusted);
+    const Truth t = Law(b, s);
+    for (int i = 0; i < 3; ++i) {
+      INFO("block " << i << " at b=" << b << " s=" << s);
+      CHECK(RelErr(p->blocks[i].act_bytes.value, t.act[i]) < 1e-6);
+      CHECK(RelErr(p->blocks[i].forward_ns.value, t.forward[i]) < 1e-6);
+      // An exact fit still keeps the minimum 1% slack (of at least a
+      // thousandth of the largest observed value), and no more.
+      const double floor = 1e-3 * Law(32, 512).act[i];
+      const Estimate& a = p->blocks[i].act_bytes;
+      CHECK(a.upper >= a.value);
+      CHECK(a.upper <= a.value + 0.0101 * std::max(a.value, floor) + 2);
+    }
+    CHECK(p->blocks[2].input_bytes.value == 0);
+    CHECK(RelErr(p->base_bytes.value, t.base) < 1e-9);
+  }
+  for (const BlockFitQuality& q : est->FitQuality()) {
+    CHECK(q.act_rel_rmse < 1e-6);
+  }
+  const std::vector<FeatureRange> range = est->ObservedRange();
+  REQUIRE(range.size() == 2);
+  CHECK(range[1].feature == "seq");
+  CHECK(range[1].min == 32);
+  CHECK(range[1].max == 512);
+}
+
+TEST_CASE("three features: image laws are recovered by stepwise selection") {
+  // 17 monomials at degree 2: more than exhaustive search tries.
+  ModelSpec m;
+  m.name = "convnet";
+  m.feature_names = {"batch", "height", "width"};
+  m.blocks = {{"conv", true}, {"pool", true}};
+  auto law = [](double b, double h, double w) {
+    return std::pair<double, double>{2 * b * h * w + 4096, 0.5 * b * h * w};
+  };
+  std::vector<Sample> train;
+  for (double b : {1, 3, 8}) {
+    for (double h : {32, 100, 224}) {
+      for (double w : {48, 160, 256}) {
+        Sample s;
+        s.features = {b, h, w};
+        const auto [conv, pool] = law(b, h, w);
+        s.blocks = {{static_cast<int64_t>(conv), 0, 10},
+                    {static_cast<int64_t>(pool), 0, 10}};
+        train.push_back(s);
+      }
+    }
+  }
+  auto e = NewRematEstimator(m);
+  REQUIRE(e.ok());
+  REQUIRE((*e)->AddSamples(train).ok());
+  auto p = (*e)->Predict({5, 150, 200});
+  REQUIRE(p.ok());
+  CHECK(p->trusted);  // 27 distinct >= 17 unknowns
+  const auto [conv, pool] = law(5, 150, 200);
+  CHECK(RelErr(p->blocks[0].act_bytes.value, conv) < 1e-6);
+  CHECK(RelErr(p->blocks[1].act_bytes.value, pool) < 1e-6);
+  CHECK(p->blocks[0].forward_ns.value == Approx(10));
+}
+
+TEST_CASE("multiplicative noise: close predictions and bounds that hold") {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> batch(1, 32);
+  std::uniform_int_distribution<int> seq(32, 512);
+  std::vector<Sample> train;
+  for (int i = 0; i < 40; ++i) {
+    train.push_back(MakeSample(batch(rng), seq(rng), 0.03, &rng));
+  }
+  auto est = Fitted(train);
+  int checked = 0, above = 0, off = 0;
+  double worst = 0;
+  for (int i = 0; i < 200; ++i) {
+    const Sample truth = MakeSample(batch(rng), seq(rng), 0.03, &rng);
+    auto p = est->Predict(truth.features);
+    REQUIRE(p.ok());
+    const Truth law = Law(truth.features[0], truth.features[1]);
+    for (int b = 0; b < 3; ++b) {
+      const double err = RelErr(p->blocks[b].act_bytes.value, law.act[b]);
+      worst = std::max(worst, err);
+      if (err > 0.02) ++off;
+      ++checked;
+      if (truth.blocks[b].act_bytes > p->blocks[b].act_bytes.upper) ++above;
+    }
+  }
+  // The noise (3% per measurement) averages out of the fit; the worst case
+  // is the smallest batch, where the constants matter most.
+  CHECK(off <= checked / 20);
+  CHECK(worst < 0.1);
+  CHECK(above <= checked / 50);  // measured values above the bound: <= 2%
+  // Noise shows in the fit quality.
+  CHECK(est->FitQuality()[0].act_rel_rmse > 0.01);
+  CHECK(est->FitQuality()[0].act_rel_rmse < 0.06);
+}
+
+TEST_CASE("an outlier widens the bound without wrecking the fit") {
+  std::vector<Sample> train = Grid();
+  auto clean = Fitted(train);
+  train[9].blocks[1].act_bytes *= 3;  // one bad measurement of "mlp"
+  auto est = Fitted(train);
+  auto p = est->Predict({6, 150});
+  auto p_clean = clean->Predict({6, 150});
+  REQUIRE(p.ok());
+  REQUIRE(p_clean.ok());
+  const Truth t = Law(6, 150);
+  CHECK(RelErr(p->blocks[1].act_bytes.value, t.act[1]) < 0.2);
+  CHECK(p->blocks[1].act_bytes.upper >= t.act[1]);
+  // Its bound is wider than the clean fit's, and the blocks the outlier did
+  // not touch are unaffected.
+  CHECK(p->blocks[1].act_bytes.upper - p->blocks[1].act_bytes.value >
+        2 * (p_clean->blocks[1].act_bytes.upper -
+             p_clean->blocks[1].act_bytes.value));
+  CHECK(RelErr(p->blocks[0].act_bytes.value, t.act[0]) < 1e-6);
+  CHECK(est->FitQuality()[1].act_rel_rmse > est->FitQuality()[0].act_rel_rmse);
+}
+
+TEST_CASE("duplicate feature vectors are averaged") {
+  std::vector<Sample> train = Grid();
+  Sample low = MakeSample(4, 96);
+  Sample high = low;
+  low.blocks[2].act_bytes = 4096 - 100;
+  high.blocks[2].act_bytes = 4096 + 100;
+  train.push_back(low);
+  train.push_back(high);
+  auto est = Fitted(train);
+  auto p = est->Predict({4, 96});
+  REQUIRE(p.ok());
+  CHECK(std::abs(p->blocks[2].act_bytes.value - 4096) < 1);
+}
+
+TEST_CASE("too few distinct samples: untrusted, but still numbers") {
+  std::vector<Sample> train;
+  for (int i = 0; i < 10; ++i) train.push_back(MakeSample(4, 128));
+  train.push_back(MakeSample(8, 256));
+  auto est = Fitted(train);
+  auto p = est->Predict({6, 200});
+  REQUIRE(p.ok());
+  CHECK_FALSE(p->trusted);
+  CHECK(Contains(p->untrusted_reason, "2 distinct"));
+  CHECK(Contains(p->untrusted_reason, "8 needed"));
+  for (const BlockEstimate& b : p->blocks) {
+    CHECK(b.act_bytes.value >= 0);
+    CHECK(b.act_bytes.upper >= b.act_bytes.value);
+  }
+  // min_distinct_samples overrides the default (the number of monomials).
+  EstimatorOptions options;
+  options.min_distinct_samples = 2;
+  auto relaxed = Fitted(train, options);
+  auto q = relaxed->Predict({6, 200});
+  REQUIRE(q.ok());
+  CHECK(q->trusted);
+}
+
+TEST_CASE("queries outside the observed range are flagged") {
+  auto est = Fitted(Grid());  // seq in [32, 512], batch in [1, 32]
+  auto at = [&](double b, double s) {
+    auto p = est->Predict({b, s});
+    REQUIRE(p.ok());
+    return *p;
+  };
+  CHECK(at(8, 640).trusted);  // 512 * 1.25
+  const Prediction far = at(8, 641);
+  CHECK_FALSE(far.trusted);
+  CHECK(Contains(far.untrusted_reason, "seq=641"));
+  CHECK(far.blocks[0].act_bytes.value > 0);
+  CHECK(at(8, 25.6).trusted);  // 32 / 1.25
+  CHECK_FALSE(at(8, 25).trusted);
+  const Prediction both = at(100, 2000);
+  CHECK(Contains(both.untrusted_reason, "batch=100"));
+  CHECK(Contains(both.untrusted_reason, "seq=2000"));
+  EstimatorOptions options;
+  options.extrapolation_factor = 4;
+  auto wide = Fitted(Grid(), options);
+  auto p = wide->Predict({8, 2000});
+  REQUIRE(p.ok());
+  CHECK(p->trusted);
+}
+
+TEST_CASE("the peak follows the memory model on values and bounds") {
+  auto est = Fitted(Grid());
+  const Features f = {8, 256};
+  auto p = est->Predict(f);
+  REQUIRE(p.ok());
+  const std::vector<Action> actions = {Action::kRecompute, Action::kKeep,
+                                       Action::kKeep};
+  auto peak = est->PredictPeakBytes(f, actions);
+  REQUIRE(peak.ok());
+  const Truth t = Law(8, 256);
+  // base + x_0 + a_1 + a_2 + (a_0 - x_0)
+  const double want =
+      t.base + t.input[0] + t.act[1] + t.act[2] + (t.act[0] - t.input[0]);
+  CHECK(RelErr(peak->value, want) < 1e-6);
+  CHECK(peak->upper >= peak->value);
+  PlanProblem upper = MakePlanProblem(est->model(), *p, 0, 0);
+  CHECK(peak->upper == static_cast<double>(PredictedPeakBytes(upper, actions)));
+}
+
+TEST_CASE("a measured peak above the prediction raises the next one") {
+  auto est = Fitted(Grid());
+  const Features f = {8, 256};
+  const std::vector<Action> keep(3, Action::kKeep);
+  auto before = est->PredictPeakBytes(f, keep);
+  REQUIRE(before.ok());
+  const int64_t shortfall = 50 << 20;
+  REQUIRE(
+      est->ReportPeak(f, keep, static_cast<int64_t>(before->value) + shortfall)
+          .ok());
+  auto after = est->PredictPeakBytes(f, keep);
+  REQUIRE(after.ok());
+  CHECK(after->value >= before->value + shortfall);
+  CHECK(after->upper >= before->upper + shortfall);
+  auto p = est->Predict({2, 64});
+  REQUIRE(p.ok());
+  CHECK(p->calibration_bytes >= shortfall);
+  CHECK(MakePlanProblem(est->model(), *p, 0, 0).base_bytes >=
+        static_cast<int64_t>(p->base_bytes.upper) + shortfall);
+
+  // Peaks at or below the prediction do not lower it while the shortfall is
+  // recent...
+  REQUIRE(est->ReportPeak(f, keep, 0).ok());
+  auto again = est->PredictPeakBytes(f, keep);
+  REQUIRE(again.ok());
+  CHECK(again->value == after->value);
+  // ...and a larger shortfall raises it further.
+  REQUIRE(est->ReportPeak(f, keep,
+                          static_cast<int64_t>(before->value) + 2 * shortfall)
+              .ok());
+  auto higher = est->PredictPeakBytes(f, keep);
+  REQUIRE(higher.ok());
+  CHECK(higher->value >= before->value + 2 * shortfall);
+  // Once enough later steps fit, the correction decays back.
+  for (int i = 0; i < 64; ++i) REQUIRE(est->ReportPeak(f, keep, 0).ok());
+  auto decayed = est->PredictPeakBytes(f, keep);
+  REQUIRE(decayed.ok());
+  CHECK(decayed->value == before->value);
+}
+
+TEST_CASE("MakePlanProblem plans against rounded-up bounds") {
+  auto est = Fitted(Grid());
+  auto p = est->Predict({5, 300});
+  REQUIRE(p.ok());
+  p->calibration_bytes = 1234;
+  const PlanProblem problem = MakePlanProblem(est->model(), *p, 1 << 30, 100);
+  CHECK(problem.budget_bytes == 1 << 30);
+  CHECK(problem.margin_bytes == 100);
+  REQUIRE(problem.blocks.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(problem.blocks[i].name == est->model().blocks[i].name);
+    CHECK(problem.blocks[i].act_bytes ==
+          static_cast<int64_t>(std::ceil(p->blocks[i].act_bytes.upper)));
+    CHECK(problem.blocks[i].forward_ns ==
+          static_cast<int64_t>(std::ceil(p->blocks[i].forward_ns.upper)));
+  }
+  CHECK(problem.blocks[0].checkpointable);
+  CHECK_FALSE(problem.blocks[2].checkpointable);
+  CHECK(problem.base_bytes ==
+        static_cast<int64_t>(std::ceil(p->base_bytes.upper)) + 1234);
+}
+
+TEST_CASE("serialisation restores identical predictions") {
+  std::mt19937_64 rng(3);
+  std::vector<Sample> train;
+  for (int i = 0; i < 12; ++i) {
+    train.push_back(MakeSample(1 + i * 2.5, 32 + i * 37.25, 0.02, &rng));
+  }
+  train[3].peak_bytes = 123456789;
+  train[4].base_bytes.reset();
+  for (bool mimose : {false, true}) {
+    EstimatorOptions options;
+    options.extrapolation_factor = 1.5;
+    options.min_distinct_samples = 5;
+    auto made = mimose ? NewMimoseEstimator(Model(), options)
+                       : NewRematEstimator(Model(), options);
+    REQUIRE(made.ok());
+    auto& est = *made;
+    REQUIRE(est->AddSamples(train).ok());
+    const std::vector<Action> keep(3, Action::kKeep);
+    REQUIRE(est->ReportPeak({4, 100}, keep, int64_t{3} << 30).ok());
+    const std::string text = est->Serialize();
+    auto restored = DeserializeEstimator(text);
+    REQUIRE(restored.ok());
+    CHECK((*restored)->name() == est->name());
+    CHECK((*restored)->num_samples() == est->num_samples());
+    CHECK((*restored)->Serialize() == text);
+    for (auto [b, s] : {std::pair<double, double>{3, 77.5}, {30, 900}}) {
+      auto p1 = est->Predict({b, s});
+      auto p2 = (*restored)->Predict({b, s});
+      REQUIRE(p1.ok());
+      REQUIRE(p2.ok());
+      CHECK(p1->trusted == p2->trusted);
+      CHECK(p1->calibration_bytes == p2->calibration_bytes);
+      CHECK(p1->calibration_bytes > 0);
+      CHECK(p1->base_bytes.upper == p2->base_bytes.upper);
+      for (size_t i = 0; i < 3; ++i) {
+        CHECK(p1->blocks[i].act_bytes.value == p2->blocks[i].act_bytes.value);
+        CHECK(p1->blocks[i].act_bytes.upper == p2->blocks[i].act_bytes.upper);
+        CHECK(p1->blocks[i].forward_ns.value == p2->blocks[i].forward_ns.value);
+      }
+    }
+  }
+}
+
+TEST_CASE("malformed estimator text is rejected by field") {
+  auto est = Fitted(Grid());
+  const std::string good = est->Serialize();
+  auto error = [](const std::string& text) {
+    auto r = DeserializeEstimator(text);
+    REQUIRE_FALSE(r.ok());
+    return r.status();
+  };
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+  };
+  CHECK(error("{not json").code() == absl::StatusCode::kInvalidArgument);
+  CHECK(error("[1,2]").code() == absl::StatusCode::kInvalidArgument);
+  const absl::Status version =
+      error(replaced("\"version\":1", "\"version\":2"));
+  CHECK(version.code() == absl::StatusCode::kFailedPrecondition);
+  const absl::Status format =
+      error(replaced("remat.estimator", "something.else"));
+  CHECK(format.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Contains(std::string(format.message()), "format"));
+  CHECK(Contains(
+      std::string(error(replaced("\"kind\":\"remat\"", "\"kind\":\"magic\""))
+                      .message()),
+      "kind"));
+  CHECK(Contains(
+      std::string(error(replaced("\"samples\":", "\"sample\":")).message()),
+      "samples"));
+  CHECK(Contains(
+      std::string(
+          error(replaced("\"blocks\":[[", "\"blocks\":[[\"x\",")).message()),
+      "samples[0].blocks[0]"));
+  CHECK(Contains(
+      std::string(error(replaced("\"blocks\":[[", "\"blocks\":[[-")).message()),
+      "samples[0].blocks[0].act_bytes"));
+  CHECK(Contains(
+      std::string(error(replaced("\"degree\":2", "\"degree\":0")).message()),
+      "options.degree"));
+  CHECK(Contains(std::string(error(replaced("\"calibration_bytes\":0",
+                                            "\"calibration_bytes\":-5"))
+                                 .message()),
+                 "calibration_bytes"));
+  CHECK(error(replaced("\"name\":\"toy\"", "\"name\":\"\"")).code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Mimose: one scalar, a quadratic per block, no bound") {
+  auto made = NewMimoseEstimator(Model());
+  REQUIRE(made.ok());
+  auto& mimose = *made;
+  CHECK(mimose->name() == "mimose");
+  std::vector<Sample> train = Grid();
+  // Make "mlp" exactly quadratic in x = b*s, which Mimose can represent.
+  for (Sample& s : train) {
+    const double x = s.features[0] * s.features[1];
+    s.blocks[1].act_bytes = static_cast<int64_t>(7 + 5 * x + 0.5 * x * x);
+  }
+  REQUIRE(mimose->AddSamples(train).ok());
+  auto remat = Fitted(train);
+  auto p = mimose->Predict({6, 150});
+  auto q = remat->Predict({6, 150});
+  REQUIRE(p.ok());
+  REQUIRE(q.ok());
+  const double x = 6 * 150;
+  CHECK(RelErr(p->blocks[1].act_bytes.value, 7 + 5 * x + 0.5 * x * x) < 1e-6);
+  for (const BlockEstimate& b : p->blocks) {
+    CHECK(b.act_bytes.upper == b.act_bytes.value);
+  }
+  // b*s^2 is not a function of b*s: Mimose cannot fit attention; remat can.
+  const Truth t = Law(6, 150);
+  CHECK(RelErr(p->blocks[0].act_bytes.value, t.act[0]) > 0.05);
+  CHECK(RelErr(q->blocks[0].act_bytes.value, t.act[0]) < 1e-6);
+  // Its predictions are clamped at zero where the quadratic dips below.
+  EstimatorOptions linear;
+  linear.degree = 1;
+  auto line = NewMimoseEstimator(Model(), linear);
+  REQUIRE(line.ok());
+  std::vector<Sample> falling;
+  for (int i = 1; i <= 8; ++i) {
+    Sample s = MakeSample(1, 10 * i);
+    s.blocks[0].act_bytes = 1000 - 10 * 10 * i;  // decreasing in b*s
+    falling.push_back(s);
+  }
+  REQUIRE((*line)->AddSamples(falling).ok());
+  auto low = (*line)->Predict({1, 150});  // 1000 - 10 * 150 < 0
+  REQUIRE(low.ok());
+  CHECK(low->blocks[0].act_bytes.value == 0);
+}
+
+TEST_CASE("bad models and options are rejected by field") {
+  auto message = [](absl::StatusOr<std::unique_ptr<Estimator>> r) {
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(r.status().message());
+  };
+  ModelSpec m = Model();
+  m.name = "";
+  CHECK(Contains(message(NewRematEstimator(m)), "model.name"));
+  m = Model();
+  m.blocks.clear();
+  CHECK(Contains(message(NewRematEstimator(m)), "model.blocks"));
+  m = Model();
+  m.feature_names.clear();
+  CHECK(Contains(message(NewMimoseEstimator(m)), "model.feature_names"));
+  m = Model();
+  m.blocks[1].name = "attn";
+  CHECK(Contains(message(NewRematEstimator(m)), "model.blocks[1].name"));
+
+  EstimatorOptions o;
+  o.degree = 0;
+  CHECK(Contains(message(NewRematEstimator(Model(), o)), "options.degree"));
+  o.degree = 5;
+  CHECK(Contains(message(NewMimoseEstimator(Model(), o)), "options.degree"));
+  o = EstimatorOptions();
+  o.extrapolation_factor = 0.5;
+  CHECK(Contains(message(NewRematEstimator(Model(), o)),
+                 "options.extrapolation_factor"));
+  o.extrapolation_factor = std::numeric_limits<double>::quiet_NaN();
+  CHECK(Contains(message(NewRematEstimator(Model(), o)),
+                 "options.extrapolation_factor"));
+  o = EstimatorOptions();
+  o.min_distinct_samples = -1;
+  CHECK(Contains(message(NewRematEstimator(Model(), o)),
+                 "options.min_distinct_samples"));
+  // Too many unknowns for the feature count.
+  m = Model();
+  m.feature_names.clear();
+  for (int i = 0; i < 12; ++i)
+    m.feature_names.push_back("f" + std::to_string(i));
+  o = EstimatorOptions();
+  o.degree = 3;
+  CHECK(Contains(message(NewRematEstimator(m, o)), "monomials"));
+}
+
+TEST_CASE("bad samples are rejected by field and nothing is stored") {
+  auto est = Fitted({MakeSample(1, 32), MakeSample(2, 64)});
+  auto reject = [&](Sample bad, const std::string& field) {
+    std::vector<Sample> batch = {MakeSample(4, 128), bad};
+    const absl::Status s = est->AddSamples(batch);
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    INFO(s.message());
+    CHECK(Contains(std::string(s.message()), field));
+    CHECK(est->num_samples() == 2);
+  };
+  Sample s = MakeSample(8, 128);
+  s.features[1] = std::numeric_limits<double>::quiet_NaN();
+  reject(s, "samples[1].features[1]");
+  s.features[1] = std::numeric_limits<double>::infinity();
+  reject(s, "samples[1].features[1]");
+  s.features[1] = -3;
+  reject(s, "samples[1].features[1]");
+  s = MakeSample(8, 128);
+  s.features.push_back(1);
+  reject(s, "samples[1].features");
+  s = MakeSample(8, 128);
+  s.blocks.pop_back();
+  reject(s, "samples[1].blocks");
+  s = MakeSample(8, 128);
+  s.blocks[2].act_bytes = -1;
+  reject(s, "samples[1].blocks[2].act_bytes");
+  s = MakeSample(8, 128);
+  s.blocks[0].forward_ns = -1;
+  reject(s, "samples[1].blocks[0].forward_ns");
+  s = MakeSample(8, 128);
+  s.base_bytes = -1;
+  reject(s, "samples[1].base_bytes");
+  s = MakeSample(8, 128);
+  s.peak_bytes = -1;
+  reject(s, "samples[1].peak_bytes");
+  // The estimator is unchanged by the failed calls.
+  auto p = est->Predict({1, 32});
+  REQUIRE(p.ok());
+  CHECK(p->untrusted_reason.find("2 distinct") != std::string::npos);
+}
+
+TEST_CASE("bad queries and reports are rejected by field") {
+  auto empty = NewRematEstimator(Model());
+  REQUIRE(empty.ok());
+  CHECK((*empty)->Predict({1, 2}).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  const std::vector<Action> keep(3, Action::kKeep);
+  CHECK((*empty)->ReportPeak({1, 2}, keep, 100).code() ==
+        absl::StatusCode::kFailedPrecondition);
+
+  auto est = Fitted(Grid());
+  auto code_and = [](const absl::Status& s, const std::string& field) {
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(Contains(std::string(s.message()), field));
+  };
+  code_and(est->Predict({1}).status(), "features");
+  code_and(est->Predict({1, std::nan("")}).status(), "features[1]");
+  code_and(est->Predict({-1, 3}).status(), "features[0]");
+  code_and(est->PredictPeakBytes({1, 32}, {Action::kKeep}).status(), "actions");
+  code_and(est->ReportPeak({1, 32}, {Action::kKeep}, 100), "actions");
+  code_and(est->ReportPeak({1, 32}, keep, -1), "measured_peak_bytes");
+  code_and(est->ReportPeak({1, 32, 3}, keep, 100), "features");
+  auto p = est->Predict({1, 32});
+  REQUIRE(p.ok());
+  CHECK(p->calibration_bytes == 0);  // no failed report changed it
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,42 @@
+// The exact solver's search, kept apart from the solver registry so tests
+// and benchmarks can read its statistics. Not part of the public API: use
+// NewSolver("exact").
+//
+// Thread safety: pure function; concurrent calls are safe.
+#ifndef REMAT_PLANNER_EXACT_SOLVER_H_
+#define REMAT_PLANNER_EXACT_SOLVER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/plan.h"
+
+namespace remat {
+namespace internal {
+
+// What the search did, for benchmarks and tuning.
+struct ExactStats {
+  bool keep_all_fits = false;  // no search needed
+  bool infeasible = false;     // even the min-peak plan is over the limit
+  int candidates = 0;          // blocks that can lower the peak
+  int steps = 0;               // sweep steps run before the bounds stopped it
+  int64_t states = 0;          // front states kept, summed over steps
+  int64_t max_front = 0;       // largest front
+  int64_t root_bound_ns = 0;   // min over j of the per-j LP lower bound
+  int64_t cost_ns = 0;         // the optimum's recompute time
+};
+
+// Actions of the optimal plan for `problem` (see solver.cc for the model
+// and the order that breaks ties). When no plan fits, the plan with the
+// smallest reachable peak. Non-checkpointable blocks are always KEEP.
+//
+// Preconditions: every act_bytes, input_bytes and forward_ns is >= 0, and
+// base_bytes plus the sum of all act_bytes fits in int64 with room to spare
+// (below 2^62).
+std::vector<Action> SolveExact(const PlanProblem& problem,
+                               ExactStats* stats = nullptr);
+
+}  // namespace internal
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_EXACT_SOLVER_H_

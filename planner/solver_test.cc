@@ -1,0 +1,388 @@
+#include "planner/solver.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "planner/plan.h"
+
+namespace remat {
+namespace {
+
+constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+
+// Every subset of the checkpointable blocks, scored by the shared memory
+// model. Keys order plans the way the exact solver promises to: recompute
+// time, then number of recomputed blocks, then peak.
+struct Scored {
+  int64_t peak;
+  int64_t cost;
+  int64_t count;
+};
+
+std::vector<Scored> Enumerate(const PlanProblem& p) {
+  std::vector<int> ckpt;
+  for (size_t i = 0; i < p.blocks.size(); ++i) {
+    if (p.blocks[i].checkpointable) ckpt.push_back(static_cast<int>(i));
+  }
+  std::vector<Scored> out;
+  out.reserve(size_t{1} << ckpt.size());
+  std::vector<Action> actions(p.blocks.size(), Action::kKeep);
+  for (uint32_t mask = 0; mask < (1u << ckpt.size()); ++mask) {
+    int64_t count = 0;
+    for (size_t b = 0; b < ckpt.size(); ++b) {
+      const bool on = (mask >> b) & 1;
+      actions[ckpt[b]] = on ? Action::kRecompute : Action::kKeep;
+      count += on;
+    }
+    out.push_back(
+        {PredictedPeakBytes(p, actions), RecomputeNs(p, actions), count});
+  }
+  return out;
+}
+
+struct BruteForce {
+  bool feasible = false;
+  Scored best{kInf, kInf, kInf};
+  int64_t min_peak = kInf;
+};
+
+BruteForce Best(const std::vector<Scored>& all, int64_t limit) {
+  BruteForce bf;
+  for (const Scored& s : all) {
+    bf.min_peak = std::min(bf.min_peak, s.peak);
+    if (s.peak > limit) continue;
+    if (!bf.feasible ||
+        std::tie(s.cost, s.count, s.peak) <
+            std::tie(bf.best.cost, bf.best.count, bf.best.peak)) {
+      bf.best = s;
+      bf.feasible = true;
+    }
+  }
+  return bf;
+}
+
+int64_t KeepAllPeak(const PlanProblem& p) {
+  return PredictedPeakBytes(
+      p, std::vector<Action>(p.blocks.size(), Action::kKeep));
+}
+
+// Checks every solver's contract on `p`.
+void CheckContract(const PlanProblem& p, const Plan& plan,
+                   const std::string& solver) {
+  INFO("solver " << solver);
+  REQUIRE(plan.actions.size() == p.blocks.size());
+  REQUIRE(plan.reasons.size() == p.blocks.size());
+  CHECK(plan.solver == solver);
+  for (size_t i = 0; i < p.blocks.size(); ++i) {
+    CHECK_FALSE(plan.reasons[i].empty());
+    if (!p.blocks[i].checkpointable) CHECK(plan.actions[i] == Action::kKeep);
+    CHECK(plan.actions[i] != Action::kOffload);
+  }
+  CHECK(plan.predicted_peak_bytes == PredictedPeakBytes(p, plan.actions));
+  CHECK(plan.recompute_ns == RecomputeNs(p, plan.actions));
+  CHECK(plan.feasible == (plan.predicted_peak_bytes <= p.limit_bytes()));
+}
+
+enum class Kind { kRandom, kTransformer, kEqual };
+
+PlanProblem RandomProblem(std::mt19937_64& rng, int n, Kind kind) {
+  auto uni = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  PlanProblem p;
+  p.base_bytes = uni(0, 2000);
+  const bool some_fixed = uni(0, 2) == 0;
+  const int64_t att_a = uni(100, 1000), mlp_a = uni(100, 1000);
+  const int64_t hidden = uni(0, 80);
+  const int64_t att_c = uni(1, 100), mlp_c = uni(1, 100);
+  for (int i = 0; i < n; ++i) {
+    BlockCost b;
+    b.name = "b" + std::to_string(i);
+    switch (kind) {
+      case Kind::kRandom:
+        b.act_bytes = uni(0, 1000);
+        // Sometimes the input is larger than what the block retains.
+        b.input_bytes = uni(0, b.act_bytes + 200);
+        b.forward_ns = uni(0, 100);
+        break;
+      case Kind::kTransformer:
+        // Alternating attention / MLP with near-identical sizes.
+        b.act_bytes = (i % 2 ? mlp_a : att_a) + uni(-3, 3);
+        b.input_bytes = hidden;
+        b.forward_ns = (i % 2 ? mlp_c : att_c) + uni(0, 2);
+        break;
+      case Kind::kEqual:
+        b.act_bytes = att_a;
+        b.input_bytes = hidden;
+        b.forward_ns = att_c;
+        break;
+    }
+    b.checkpointable = !(some_fixed && uni(0, 4) == 0);
+    p.blocks.push_back(b);
+  }
+  return p;
+}
+
+TEST_CASE("exact matches brute force on small instances") {
+  std::mt19937_64 rng(12345);
+  auto exact = NewSolver("exact");
+  REQUIRE(exact.ok());
+  int instances = 0, infeasible = 0, keep_all = 0;
+  for (int iter = 0; iter < 1600; ++iter) {
+    const int n = iter < 1400 ? static_cast<int>(rng() % 12)
+                              : 12 + static_cast<int>(rng() % 5);
+    const Kind kind = static_cast<Kind>(iter % 3);
+    PlanProblem p = RandomProblem(rng, n, kind);
+    const std::vector<Scored> all = Enumerate(p);
+    const int64_t p0 = KeepAllPeak(p);
+    const int64_t min_peak = Best(all, kInf).min_peak;
+    // Budgets from infeasible to loose, with margins on some.
+    std::vector<int64_t> limits = {min_peak - 1, min_peak, p0, p0 - 1,
+                                   (min_peak + p0) / 2};
+    for (int r = 0; r < 3; ++r) {
+      limits.push_back(
+          std::uniform_int_distribution<int64_t>(min_peak - 50, p0 + 50)(rng));
+    }
+    for (int64_t limit : limits) {
+      p.margin_bytes = static_cast<int64_t>(rng() % 3) * 100;
+      p.budget_bytes = limit + p.margin_bytes;
+      REQUIRE(p.limit_bytes() == limit);
+      const BruteForce bf = Best(all, limit);
+      const Plan plan = (*exact)->Solve(p);
+      INFO("n=" << n << " kind=" << static_cast<int>(kind) << " limit=" << limit
+                << " p0=" << p0);
+      CheckContract(p, plan, "exact");
+      REQUIRE(plan.feasible == bf.feasible);
+      ++instances;
+      if (bf.feasible) {
+        CHECK(plan.predicted_peak_bytes <= limit);
+        CHECK(plan.recompute_ns == bf.best.cost);
+        const int64_t count = std::count(
+            plan.actions.begin(), plan.actions.end(), Action::kRecompute);
+        CHECK(count == bf.best.count);
+        CHECK(plan.predicted_peak_bytes == bf.best.peak);
+        if (bf.best.count == 0) ++keep_all;
+      } else {
+        ++infeasible;
+        CHECK(plan.predicted_peak_bytes == bf.min_peak);
+      }
+    }
+  }
+  // The mix really covers all three regimes.
+  CHECK(instances > 10000);
+  CHECK(infeasible > 1000);
+  CHECK(keep_all > 1000);
+  CHECK(instances - infeasible - keep_all > 3000);
+}
+
+// An independent exact reference for larger chains whose savings are small
+// integers: for each j, a DP over saving values (not subsets).
+struct RefKey {
+  int64_t cost = kInf;
+  int64_t count = kInf;
+};
+
+RefKey ReferenceDp(const PlanProblem& p) {
+  struct It {
+    int64_t s, c;
+    size_t idx;
+  };
+  std::vector<It> items;
+  int64_t p0 = p.base_bytes;
+  for (size_t i = 0; i < p.blocks.size(); ++i) {
+    const BlockCost& b = p.blocks[i];
+    p0 += b.act_bytes;
+    if (b.checkpointable && b.act_bytes > b.input_bytes) {
+      items.push_back({b.act_bytes - b.input_bytes, b.forward_ns, i});
+    }
+  }
+  const int64_t need = p0 - p.limit_bytes();
+  if (need <= 0) return {0, 0};
+  std::sort(items.begin(), items.end(), [](const It& x, const It& y) {
+    return std::tie(x.s, x.idx) < std::tie(y.s, y.idx);
+  });
+  // dp[v]: best (cost, count) of a subset of the items so far with saving
+  // min(total, need) == v.
+  std::vector<RefKey> dp(static_cast<size_t>(need) + 1);
+  dp[0] = {0, 0};
+  RefKey best;
+  for (const It& it : items) {
+    const RefKey& full = dp[static_cast<size_t>(need)];
+    if (full.cost < kInf) {
+      const RefKey cand{full.cost + it.c, full.count + 1};
+      if (std::tie(cand.cost, cand.count) < std::tie(best.cost, best.count)) {
+        best = cand;
+      }
+    }
+    for (int64_t v = need; v >= 0; --v) {
+      const RefKey& from = dp[static_cast<size_t>(v)];
+      if (from.cost == kInf) continue;
+      const size_t to = static_cast<size_t>(std::min(need, v + it.s));
+      const RefKey cand{from.cost + it.c, from.count + 1};
+      if (std::tie(cand.cost, cand.count) <
+          std::tie(dp[to].cost, dp[to].count)) {
+        dp[to] = cand;
+      }
+    }
+  }
+  return best;
+}
+
+TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
+  std::mt19937_64 rng(777);
+  auto exact = NewSolver("exact");
+  REQUIRE(exact.ok());
+  for (int iter = 0; iter < 120; ++iter) {
+    const int n = 20 + static_cast<int>(rng() % 280);
+    PlanProblem p;
+    p.base_bytes = 100;
+    const int64_t att = 20 + rng() % 30, mlp = 20 + rng() % 30;
+    for (int i = 0; i < n; ++i) {
+      BlockCost b;
+      b.name = "b" + std::to_string(i);
+      const bool random = iter % 2 == 0;
+      b.act_bytes = random
+                        ? 1 + static_cast<int64_t>(rng() % 60)
+                        : (i % 2 ? mlp : att) + static_cast<int64_t>(rng() % 3);
+      b.input_bytes = static_cast<int64_t>(rng() % 8);
+      b.forward_ns = random ? static_cast<int64_t>(rng() % 1000)
+                            : 500 + static_cast<int64_t>(rng() % 20);
+      b.checkpointable = rng() % 10 != 0;
+      p.blocks.push_back(b);
+    }
+    const int64_t p0 = KeepAllPeak(p);
+    p.budget_bytes = p0 - static_cast<int64_t>(rng() % (p0 - 100) * 0.8);
+    const RefKey ref = ReferenceDp(p);
+    const Plan plan = (*exact)->Solve(p);
+    INFO("iter " << iter << " n " << n);
+    CheckContract(p, plan, "exact");
+    REQUIRE(plan.feasible == (ref.cost < kInf));
+    if (plan.feasible) {
+      CHECK(plan.recompute_ns == ref.cost);
+      CHECK(std::count(plan.actions.begin(), plan.actions.end(),
+                       Action::kRecompute) == ref.count);
+    }
+  }
+}
+
+TEST_CASE("every solver keeps its contract") {
+  std::mt19937_64 rng(99);
+  for (const std::string& name : SolverNames()) {
+    auto solver = NewSolver(name);
+    REQUIRE(solver.ok());
+    CHECK((*solver)->name() == name);
+    for (int iter = 0; iter < 300; ++iter) {
+      PlanProblem p = RandomProblem(rng, static_cast<int>(rng() % 40),
+                                    static_cast<Kind>(iter % 3));
+      const int64_t p0 = KeepAllPeak(p);
+      p.budget_bytes = p.base_bytes + static_cast<int64_t>(rng() % (p0 + 1));
+      CheckContract(p, (*solver)->Solve(p), name);
+    }
+  }
+}
+
+TEST_CASE("baselines do what their names say") {
+  PlanProblem p;
+  p.base_bytes = 0;
+  p.budget_bytes = 1 << 20;
+  for (int i = 0; i < 16; ++i) {
+    p.blocks.push_back({"b" + std::to_string(i), 100, 10, 5, i != 3});
+  }
+  const Plan none = (*NewSolver("none"))->Solve(p);
+  CHECK(std::count(none.actions.begin(), none.actions.end(), Action::kKeep) ==
+        16);
+  const Plan all = (*NewSolver("all"))->Solve(p);
+  CHECK(std::count(all.actions.begin(), all.actions.end(),
+                   Action::kRecompute) == 15);
+  CHECK(all.actions[3] == Action::kKeep);
+  // sqrt(16) = 4 segments of 4: the last block of each keeps.
+  const Plan sq = (*NewSolver("sqrt"))->Solve(p);
+  for (int i = 0; i < 16; ++i) {
+    const bool keep = i % 4 == 3;
+    CHECK((sq.actions[i] == Action::kKeep) == keep);
+  }
+  // Plenty of budget: exact keeps everything.
+  const Plan ex = (*NewSolver("exact"))->Solve(p);
+  CHECK(ex.feasible);
+  CHECK(ex.recompute_ns == 0);
+}
+
+TEST_CASE("mimose greedy ignores the recompute term and can overshoot") {
+  // Two blocks of 100 retained, 0 input; need to free 100. Mimose picks one
+  // block (frees 100 in its model), but recomputing it rematerialises 100
+  // during backward, so the true peak does not drop.
+  PlanProblem p;
+  p.base_bytes = 0;
+  p.blocks = {{"a", 100, 0, 10}, {"b", 100, 0, 10}};
+  p.budget_bytes = 100;
+  const Plan greedy = (*NewSolver("mimose_greedy"))->Solve(p);
+  CHECK(std::count(greedy.actions.begin(), greedy.actions.end(),
+                   Action::kRecompute) == 1);
+  CHECK_FALSE(greedy.feasible);
+  CHECK(greedy.predicted_peak_bytes == 200);
+  // Exact recomputes both: peak 0 + 0 + max(100, 100) = 100.
+  const Plan exact = (*NewSolver("exact"))->Solve(p);
+  CHECK(exact.feasible);
+  CHECK(exact.predicted_peak_bytes == 100);
+}
+
+TEST_CASE("mimose greedy takes the smallest block that covers the deficit") {
+  PlanProblem p;
+  p.base_bytes = 0;
+  // Savings 500, 300, 120, 100 (input 0). Deficit 110: 120 covers it.
+  p.blocks = {
+      {"a", 500, 0, 1}, {"b", 300, 0, 1}, {"c", 120, 0, 1}, {"d", 100, 0, 1}};
+  p.budget_bytes = 1020 - 110;
+  const Plan plan = (*NewSolver("mimose_greedy"))->Solve(p);
+  CHECK(plan.actions == std::vector<Action>{Action::kKeep, Action::kKeep,
+                                            Action::kRecompute, Action::kKeep});
+}
+
+TEST_CASE("static_max solves like exact") {
+  std::mt19937_64 rng(5);
+  auto a = NewSolver("static_max");
+  auto b = NewSolver("exact");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  for (int iter = 0; iter < 100; ++iter) {
+    PlanProblem p = RandomProblem(rng, 30, Kind::kTransformer);
+    p.budget_bytes = KeepAllPeak(p) - static_cast<int64_t>(rng() % 5000);
+    CHECK((*a)->Solve(p).actions == (*b)->Solve(p).actions);
+  }
+}
+
+TEST_CASE("exact explains its choices") {
+  PlanProblem p;
+  p.base_bytes = 0;
+  p.blocks = {{"a", 100 << 20, 0, 1300000},
+              {"b", 100 << 20, 0, 1300000},
+              {"c", 10 << 20, 0, 100, false}};
+  p.budget_bytes = 120 << 20;
+  const Plan plan = (*NewSolver("exact"))->Solve(p);
+  CHECK(plan.feasible);
+  CHECK(plan.reasons[0] == "recomputed: saves 100 MiB for 1.30 ms");
+  CHECK(plan.reasons[2] == "kept: not checkpointable");
+  p.budget_bytes = 1;
+  const Plan bad = (*NewSolver("exact"))->Solve(p);
+  CHECK_FALSE(bad.feasible);
+  CHECK(bad.predicted_peak_bytes == (110 << 20));
+}
+
+TEST_CASE("unknown solver names are rejected with the list") {
+  auto s = NewSolver("optimal");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().code() == absl::StatusCode::kInvalidArgument);
+  const std::string msg(s.status().message());
+  for (const std::string& name : SolverNames()) {
+    CHECK(msg.find(name) != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace remat
