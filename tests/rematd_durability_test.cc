@@ -2,6 +2,7 @@
 // survives a SIGKILL, a corrupt log tail is cut off with a warning, and
 // outcomes (calibration) are replayed too.
 #include <fcntl.h>
+#include <grpcpp/client_context.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "client/remote_planner.h"
+#include "proto/health.grpc.pb.h"
 #include "tests/daemon_harness.h"
 
 namespace remat {
@@ -148,6 +150,39 @@ TEST_CASE("a state file that is not a log stops the start with a clear error") {
           std::string::npos);
   // Untouched.
   REQUIRE(testing::ReadFile(state + "/wal.log") == "something else entirely");
+}
+
+TEST_CASE("SIGTERM: health turns NOT_SERVING, then a clean exit") {
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start({}).ok());
+  auto stub =
+      grpc::health::v1::Health::NewStub(MakeDaemonChannel(daemon.address()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(20));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("remat.v1.Planner");
+  auto watch = stub->Watch(&context, request);
+  grpc::health::v1::HealthCheckResponse status;
+  REQUIRE(watch->Read(&status));
+  REQUIRE(status.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+
+  std::thread stopper([&daemon] { REQUIRE(daemon.Signal(SIGTERM) == 0); });
+  // The watcher sees NOT_SERVING (or the stream ends) once shutdown starts.
+  bool not_serving = false;
+  while (watch->Read(&status)) {
+    if (status.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING) {
+      not_serving = true;
+      break;
+    }
+  }
+  context.TryCancel();
+  watch->Finish();
+  stopper.join();
+  REQUIRE(not_serving);
+  const std::string log = daemon.log();
+  REQUIRE(log.find("shutting_down") != std::string::npos);
+  REQUIRE(log.find("stopped") > log.find("shutting_down"));
 }
 
 }  // namespace
