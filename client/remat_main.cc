@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "client/cli/daemon_commands.h"
 #include "client/cli/exit_codes.h"
 #include "client/cli/solve_command.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   app.footer(remat::cli::kExitCodesHelp);
   int exit_code = remat::cli::kExitOk;
   remat::cli::AddSolveCommand(&app, &exit_code);
+  remat::AddDaemonCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,7 +13,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 2;
 // The command ran, but at least one plan does not fit the budget.
 inline constexpr int kExitInfeasible = 3;
-// Reserved for subcommands that talk to rematd:
+// Subcommands that talk to rematd (health, models, model, plan, explain);
+// plan and explain also use kExitInfeasible when no plan fits the budget.
 inline constexpr int kExitUnreachable = 4;  // daemon unreachable
 inline constexpr int kExitRejected = 5;     // request rejected by the daemon
 inline constexpr int kExitNotServing = 6;   // daemon up but not serving
@@ -23,10 +24,11 @@ inline constexpr char kExitCodesHelp[] =
     "Exit codes:\n"
     "  0  ok (solve: every requested plan fits the budget)\n"
     "  2  usage or input error (the message names the field)\n"
-    "  3  solve: at least one requested solver found no plan that fits\n"
-    "  4  daemon unreachable (reserved)\n"
-    "  5  request rejected by the daemon (reserved)\n"
-    "  6  daemon not serving (reserved)";
+    "  3  solve: at least one requested solver found no plan that fits;\n"
+    "     plan, explain: no plan fits the budget\n"
+    "  4  daemon unreachable\n"
+    "  5  request rejected by the daemon\n"
+    "  6  daemon not serving";
 
 }  // namespace cli
 }  // namespace remat

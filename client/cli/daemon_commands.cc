@@ -1,0 +1,438 @@
+#include "client/cli/daemon_commands.h"
+
+#include <grpcpp/client_context.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli/exit_codes.h"
+#include "client/remote_planner.h"
+#include "google/protobuf/util/json_util.h"
+#include "planner/service/service.h"
+#include "planner/units.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/remat.grpc.pb.h"
+
+namespace remat {
+
+namespace {
+
+using cli::kExitInfeasible;
+using cli::kExitNotServing;
+using cli::kExitOk;
+using cli::kExitRejected;
+using cli::kExitUnreachable;
+
+struct CommonArgs {
+  std::string address = kDefaultDaemonAddress;
+  std::string output = "table";
+  int timeout_ms = 3000;
+};
+
+struct PlanArgs {
+  std::string model;
+  std::vector<std::string> features;  // name=value
+  std::string budget;
+  std::string solver;
+};
+
+void AddCommon(CLI::App* sub, CommonArgs* args) {
+  sub->add_option("--address", args->address,
+                  "rematd address: host:port or unix:/path")
+      ->capture_default_str();
+  sub->add_option("-o,--output", args->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  sub->add_option("--timeout-ms", args->timeout_ms, "Deadline of the call")
+      ->check(CLI::Range(1, 600000))
+      ->capture_default_str();
+  sub->footer(cli::kExitCodesHelp);
+}
+
+void SetDeadline(grpc::ClientContext* context, const CommonArgs& args) {
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(args.timeout_ms));
+  context->set_wait_for_ready(false);
+}
+
+int ExitCodeFor(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::OK:
+      return kExitOk;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return kExitUnreachable;
+    default:
+      return kExitRejected;
+  }
+}
+
+const char* CodeName(grpc::StatusCode code) {
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  const int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
+}
+
+int ReportError(const grpc::Status& s, const CommonArgs& args) {
+  const int code = ExitCodeFor(s);
+  std::cerr << "remat: " << CodeName(s.error_code()) << ": "
+            << s.error_message();
+  if (code == kExitUnreachable) {
+    std::cerr << " (is rematd running at " << args.address << "?)";
+  }
+  std::cerr << "\n";
+  return code;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+// Prints rows as left-aligned columns separated by two spaces.
+void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size())
+        line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+}
+
+// --feature name=value, repeated -> map. Throws CLI::ValidationError.
+google::protobuf::Map<std::string, double> ParseFeatures(
+    const std::vector<std::string>& features) {
+  google::protobuf::Map<std::string, double> map;
+  for (const std::string& f : features) {
+    const size_t eq = f.find('=');
+    double value = 0;
+    if (eq == std::string::npos || eq == 0 ||
+        !absl::SimpleAtod(f.substr(eq + 1), &value)) {
+      throw CLI::ValidationError(
+          "--feature",
+          absl::StrCat("\"", f, "\" is not name=value, e.g. seq=384"));
+    }
+    map[f.substr(0, eq)] = value;
+  }
+  return map;
+}
+
+int64_t ParseBudget(const std::string& budget) {
+  absl::StatusOr<int64_t> bytes = ParseBytes(budget);
+  if (!bytes.ok()) {
+    throw CLI::ValidationError("--budget",
+                               std::string(bytes.status().message()));
+  }
+  if (*bytes <= 0) {
+    throw CLI::ValidationError("--budget", "must be positive, e.g. 6GiB");
+  }
+  return *bytes;
+}
+
+std::unique_ptr<v1::Planner::Stub> Stub(const CommonArgs& args) {
+  return v1::Planner::NewStub(MakeDaemonChannel(args.address));
+}
+
+std::string Bucket(
+    const google::protobuf::RepeatedField<int64_t>& bucket,
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  std::string out;
+  for (int i = 0; i < bucket.size(); ++i) {
+    if (!out.empty()) out += " ";
+    out += absl::StrCat(i < names.size() ? names[i] : "?", "=", bucket[i]);
+  }
+  return out;
+}
+
+void PrintPlanTable(const v1::Plan& plan) {
+  std::vector<std::vector<std::string>> rows = {{"BLOCK", "ACTION", "REASON"}};
+  for (const v1::BlockPlan& b : plan.blocks()) {
+    rows.push_back({b.block(), v1::Action_Name(b.action()), b.reason()});
+  }
+  PrintTable(rows);
+}
+
+int RunHealth(const CommonArgs& args, const std::string& service) {
+  auto stub =
+      grpc::health::v1::Health::NewStub(MakeDaemonChannel(args.address));
+  grpc::ClientContext context;
+  SetDeadline(&context, args);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status s = stub->Check(&context, request, &response);
+  if (!s.ok()) return ReportError(s, args);
+  const std::string status =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+          response.status());
+  if (args.output == "json") {
+    std::cout << ToJson(response);
+  } else {
+    std::cout << status << "\n";
+  }
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING
+             ? kExitOk
+             : kExitNotServing;
+}
+
+int RunModels(const CommonArgs& args) {
+  grpc::ClientContext context;
+  SetDeadline(&context, args);
+  v1::ListModelsResponse response;
+  const grpc::Status s =
+      Stub(args)->ListModels(&context, v1::ListModelsRequest(), &response);
+  if (!s.ok()) return ReportError(s, args);
+  if (args.output == "json") {
+    std::cout << ToJson(response);
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"MODEL", "BLOCKS", "SAMPLES"}};
+  for (const v1::ModelSummary& m : response.models()) {
+    rows.push_back({m.name(), absl::StrCat(m.num_blocks()),
+                    absl::StrCat(m.num_samples())});
+  }
+  PrintTable(rows);
+  return kExitOk;
+}
+
+int RunModel(const CommonArgs& args, const std::string& name) {
+  grpc::ClientContext context;
+  SetDeadline(&context, args);
+  v1::GetModelStateRequest request;
+  request.set_model(name);
+  v1::GetModelStateResponse r;
+  const grpc::Status s = Stub(args)->GetModelState(&context, request, &r);
+  if (!s.ok()) return ReportError(s, args);
+  if (args.output == "json") {
+    std::cout << ToJson(r);
+    return kExitOk;
+  }
+  std::string features;
+  for (const std::string& f : r.model().feature_names()) {
+    features += (features.empty() ? "" : ", ") + f;
+  }
+  PrintTable({{"model", r.model().name()},
+              {"features", features},
+              {"blocks", absl::StrCat(r.model().blocks_size())},
+              {"samples", absl::StrCat(r.num_samples())},
+              {"outcomes", absl::StrCat(r.outcomes(), " (", r.out_of_memory(),
+                                        " out of memory)")},
+              {"plan cache",
+               absl::StrCat(r.cache().hits(), " hits, ", r.cache().misses(),
+                            " misses, ", r.cache().size(), " plans")}});
+  if (r.observed_range_size() > 0) {
+    std::cout << "\n";
+    std::vector<std::vector<std::string>> rows = {{"FEATURE", "MIN", "MAX"}};
+    for (const v1::FeatureRange& f : r.observed_range()) {
+      rows.push_back(
+          {f.feature(), absl::StrCat(f.min()), absl::StrCat(f.max())});
+    }
+    PrintTable(rows);
+  }
+  std::cout << "\n";
+  std::map<std::string, double> fit;
+  for (const v1::BlockFitQuality& q : r.fit_quality()) {
+    fit[q.block()] = q.act_rel_rmse();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"BLOCK", "CHECKPOINTABLE", "ACT_REL_RMSE"}};
+  for (const v1::Block& b : r.model().blocks()) {
+    auto it = fit.find(b.name());
+    rows.push_back(
+        {b.name(), b.checkpointable() ? "yes" : "no",
+         it == fit.end() ? "-" : absl::StrFormat("%.4f", it->second)});
+  }
+  PrintTable(rows);
+  return kExitOk;
+}
+
+int RunPlan(const CommonArgs& args, const PlanArgs& p) {
+  v1::GetPlanRequest request;
+  request.set_model(p.model);
+  *request.mutable_features() = ParseFeatures(p.features);
+  request.set_budget_bytes(ParseBudget(p.budget));
+  request.set_solver(p.solver);
+  grpc::ClientContext context;
+  SetDeadline(&context, args);
+  v1::GetPlanResponse r;
+  const grpc::Status s = Stub(args)->GetPlan(&context, request, &r);
+  if (!s.ok()) {
+    const auto& trailers = context.GetServerTrailingMetadata();
+    auto it = trailers.find(kSmallestPeakMetadataKey);
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+        it != trailers.end()) {
+      std::cerr << "remat: no plan fits: " << s.error_message() << "\n";
+      return kExitInfeasible;
+    }
+    return ReportError(s, args);
+  }
+  if (args.output == "json") {
+    std::cout << ToJson(r);
+    return kExitOk;
+  }
+  const std::string bucket = Bucket(r.bucket(), r.bucket_features());
+  if (r.decision() == v1::COLLECT) {
+    PrintTable({{"decision", "COLLECT"},
+                {"reason", r.collect_reason()},
+                {"bucket", bucket}});
+    if (r.plan().blocks_size() > 0) {
+      std::cout << "\n";
+      PrintPlanTable(r.plan());
+    }
+    return kExitOk;
+  }
+  const v1::Plan& plan = r.plan();
+  PrintTable({{"decision", "PLAN"},
+              {"bucket", bucket},
+              {"from_cache", r.from_cache() ? "yes" : "no"},
+              {"solver", plan.solver()},
+              {"predicted_peak", FormatBytes(plan.predicted_peak_bytes())},
+              {"budget", FormatBytes(request.budget_bytes())},
+              {"recompute", FormatNs(plan.recompute_ns())}});
+  std::cout << "\n";
+  PrintPlanTable(plan);
+  return kExitOk;
+}
+
+int RunExplain(const CommonArgs& args, const PlanArgs& p) {
+  v1::ExplainPlanRequest request;
+  request.set_model(p.model);
+  *request.mutable_features() = ParseFeatures(p.features);
+  request.set_budget_bytes(ParseBudget(p.budget));
+  request.set_solver(p.solver);
+  grpc::ClientContext context;
+  SetDeadline(&context, args);
+  v1::ExplainPlanResponse r;
+  const grpc::Status s = Stub(args)->ExplainPlan(&context, request, &r);
+  if (!s.ok()) return ReportError(s, args);
+  const bool fits = r.decision() == v1::COLLECT || r.plan().feasible();
+  if (args.output == "json") {
+    std::cout << ToJson(r);
+  } else if (r.decision() == v1::COLLECT) {
+    PrintTable(
+        {{"decision", "COLLECT"},
+         {"reason", r.collect_reason()},
+         {"bucket", Bucket(r.bucket(), r.bucket_features())},
+         {"untrusted_peak", FormatBytes(r.plan().predicted_peak_bytes())},
+         {"budget", FormatBytes(r.budget_bytes())}});
+    if (r.plan().blocks_size() > 0) {
+      std::cout << "\n";
+      PrintPlanTable(r.plan());
+    }
+  } else {
+    PrintTable(
+        {{"decision", "PLAN"},
+         {"bucket", Bucket(r.bucket(), r.bucket_features())},
+         {"solver", r.plan().solver()},
+         {"fits", fits ? "yes" : "NO"},
+         {"predicted_peak", FormatBytes(r.plan().predicted_peak_bytes())},
+         {"budget", FormatBytes(r.budget_bytes())},
+         {"headroom", r.headroom_bytes() < 0
+                          ? "-" + FormatBytes(-r.headroom_bytes())
+                          : FormatBytes(r.headroom_bytes())},
+         {"recompute", FormatNs(r.plan().recompute_ns())}});
+    std::cout << "\n";
+    PrintPlanTable(r.plan());
+  }
+  return fits ? kExitOk : kExitInfeasible;
+}
+
+void AddPlanArgs(CLI::App* sub, PlanArgs* p) {
+  sub->add_option("--model", p->model, "Registered model name")->required();
+  sub->add_option("--feature", p->features,
+                  "Input feature name=value (repeat per feature)")
+      ->required();
+  sub->add_option("--budget", p->budget,
+                  "Memory budget: bytes, or with a unit (6GiB, 512MiB, 8GB)")
+      ->required();
+  sub->add_option("--solver", p->solver, "Solver (default: the daemon's)");
+}
+
+}  // namespace
+
+void AddDaemonCommands(CLI::App& app, int* exit_code) {
+  // Owned by the callbacks; they live as long as `app`.
+  auto health_args = std::make_shared<CommonArgs>();
+  auto health_service = std::make_shared<std::string>();
+  CLI::App* health =
+      app.add_subcommand("health",
+                         "Ask rematd's health service (exit 0 when "
+                         "SERVING, 6 when not)");
+  AddCommon(health, health_args.get());
+  health->add_option("--service", *health_service,
+                     "Service to check (default: the whole daemon)");
+  health->callback(
+      [=] { *exit_code = RunHealth(*health_args, *health_service); });
+
+  auto models_args = std::make_shared<CommonArgs>();
+  CLI::App* models = app.add_subcommand("models", "List registered models");
+  AddCommon(models, models_args.get());
+  models->callback([=] { *exit_code = RunModels(*models_args); });
+
+  auto model_args = std::make_shared<CommonArgs>();
+  auto model_name = std::make_shared<std::string>();
+  CLI::App* model = app.add_subcommand(
+      "model", "One model: features, samples, fit quality, cache");
+  AddCommon(model, model_args.get());
+  model->add_option("name", *model_name, "Model name")->required();
+  model->callback([=] { *exit_code = RunModel(*model_args, *model_name); });
+
+  auto plan_args = std::make_shared<CommonArgs>();
+  auto plan_params = std::make_shared<PlanArgs>();
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Ask rematd for a plan (exit 3 when none fits the budget)");
+  AddCommon(plan, plan_args.get());
+  AddPlanArgs(plan, plan_params.get());
+  plan->callback([=] { *exit_code = RunPlan(*plan_args, *plan_params); });
+
+  auto explain_args = std::make_shared<CommonArgs>();
+  auto explain_params = std::make_shared<PlanArgs>();
+  CLI::App* explain = app.add_subcommand(
+      "explain",
+      "Explain a plan per block, even when it does not fit (then exit 3)");
+  AddCommon(explain, explain_args.get());
+  AddPlanArgs(explain, explain_params.get());
+  explain->callback(
+      [=] { *exit_code = RunExplain(*explain_args, *explain_params); });
+}
+
+}  // namespace remat

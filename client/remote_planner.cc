@@ -1,0 +1,368 @@
+#include "client/remote_planner.h"
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "planner/service/convert.h"
+#include "planner/service/status_convert.h"
+#include "spdlog/spdlog.h"
+
+namespace remat {
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+// Runs `call` with a fresh context per attempt, all attempts within
+// `deadline`; retries only idempotent calls, only on UNAVAILABLE.
+template <typename Call>
+grpc::Status Invoke(const RemotePlannerOptions& options,
+                    Clock::time_point deadline, bool idempotent, Call&& call) {
+  std::chrono::milliseconds backoff = options.initial_backoff;
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    context.set_wait_for_ready(false);  // fail fast while the daemon is down
+    grpc::Status s = call(&context);
+    if (s.ok() || !idempotent ||
+        s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        attempt >= options.max_attempts) {
+      return s;
+    }
+    if (Clock::now() + backoff >= deadline) return s;
+    std::this_thread::sleep_for(backoff);
+    backoff *= 2;
+  }
+}
+
+// Errors that mean "no answer from the daemon", as opposed to "the daemon
+// answered no".
+bool IsUnreachable(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeDaemonChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  // Reconnect quickly after a daemon restart; the defaults back off to 2 min.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+bool RemotePlanner::FallbackKey::operator<(const FallbackKey& o) const {
+  return std::tie(model, budget_bytes, solver) <
+         std::tie(o.model, o.budget_bytes, o.solver);
+}
+
+RemotePlanner::RemotePlanner(RemotePlannerOptions options)
+    : options_(std::move(options)),
+      channel_(MakeDaemonChannel(options_.address)),
+      stub_(v1::Planner::NewStub(channel_)) {}
+
+absl::Status RemotePlanner::RegisterModel(const ModelSpec& spec) {
+  // Validate here too, so the safe plan is never built from a bad spec.
+  if (auto s = ValidateModelSpec(spec); !s.ok()) return s;
+  v1::RegisterModelRequest request;
+  ModelSpecToProto(spec, request.mutable_model());
+  v1::RegisterModelResponse response;
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->RegisterModel(c, request, &response);
+             });
+  absl::Status status = FromGrpcStatus(s);
+  // Keep the spec even when the daemon is unreachable: plans then fall back
+  // to the safe plan instead of failing.
+  if (status.ok() || IsUnreachable(status)) {
+    absl::MutexLock lock(&mu_);
+    specs_[spec.name] = spec;
+  }
+  return status;
+}
+
+absl::StatusOr<ModelSpec> RemotePlanner::Spec(const std::string& model) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = specs_.find(model);
+    if (it != specs_.end()) return it->second;
+  }
+  auto state = GetModelState(model);
+  if (!state.ok()) {
+    return absl::Status(
+        state.status().code(),
+        absl::StrCat("model \"", model,
+                     "\": spec unknown to this client (call RegisterModel "
+                     "first): ",
+                     state.status().message()));
+  }
+  ModelSpec spec = ModelSpecFromProto(state->model());
+  absl::MutexLock lock(&mu_);
+  specs_[model] = spec;
+  return spec;
+}
+
+absl::StatusOr<PlanResult> RemotePlanner::CallGetPlan(
+    const ModelSpec& spec, const PlanRequest& request) {
+  v1::GetPlanRequest proto;
+  proto.set_model(request.model);
+  FeaturesToMap(spec, request.features, proto.mutable_features());
+  proto.set_budget_bytes(request.budget_bytes);
+  proto.set_solver(request.solver);
+  v1::GetPlanResponse response;
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.get_plan_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->GetPlan(c, proto, &response);
+             });
+  if (!s.ok()) return FromGrpcStatus(s);
+  return PlanResultFromProto(response);
+}
+
+absl::StatusOr<PlanResult> RemotePlanner::GetPlan(const PlanRequest& request) {
+  auto spec = Spec(request.model);
+  if (!spec.ok()) return spec.status();
+  if (auto s = ValidateFeatures(*spec, request.features); !s.ok()) return s;
+  auto result = CallGetPlan(*spec, request);
+  if (absl::IsNotFound(result.status())) {
+    // The daemon lost the model (a fresh state dir): register it again.
+    if (RegisterModel(*spec).ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.reregistrations;
+      }
+      Warn(absl::StrCat("rematd did not know model \"", request.model,
+                        "\"; registered it again"));
+      result = CallGetPlan(*spec, request);
+    }
+  }
+  if (result.ok()) {
+    Remember(request, *result);
+    return result;
+  }
+  if (IsUnreachable(result.status())) {
+    return Fallback(*spec, request, result.status());
+  }
+  return result.status();
+}
+
+void RemotePlanner::Remember(const PlanRequest& request,
+                             const PlanResult& result) {
+  absl::MutexLock lock(&mu_);
+  ++stats_.plans_from_daemon;
+  if (result.collect || result.plan == nullptr) return;
+  if (predicted_.size() >= 4096) predicted_.clear();
+  predicted_[{request.model, request.features}] =
+      result.plan->predicted_peak_bytes;
+  std::vector<GoodPlan>& plans =
+      good_[FallbackKey{request.model, request.budget_bytes, request.solver}];
+  for (GoodPlan& g : plans) {
+    if (g.bucket == result.bucket) {
+      g.plan = result.plan;
+      return;
+    }
+  }
+  if (plans.size() >= options_.max_fallback_plans) plans.erase(plans.begin());
+  plans.push_back(GoodPlan{result.bucket, result.plan});
+}
+
+PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
+                                   const PlanRequest& request,
+                                   const absl::Status& why) {
+  PlanResult result;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = good_.find(
+        FallbackKey{request.model, request.budget_bytes, request.solver});
+    const GoodPlan* best = nullptr;
+    double best_size = 0;
+    if (it != good_.end()) {
+      for (const GoodPlan& g : it->second) {
+        if (g.bucket.size() != request.features.size()) continue;
+        bool covers = true;
+        double size = 0;
+        for (size_t i = 0; i < g.bucket.size(); ++i) {
+          covers =
+              covers && static_cast<double>(g.bucket[i]) >= request.features[i];
+          size += static_cast<double>(g.bucket[i]);
+        }
+        // The tightest covering bucket recomputes the least.
+        if (covers && (best == nullptr || size < best_size)) {
+          best = &g;
+          best_size = size;
+        }
+      }
+    }
+    if (best != nullptr) {
+      ++stats_.fallback_last_good;
+      result.plan = best->plan;
+      result.bucket = best->bucket;
+      result.from_cache = true;
+    } else {
+      ++stats_.fallback_safe;
+    }
+  }
+  if (result.plan != nullptr) {
+    Warn(absl::StrCat("rematd unreachable (", why.message(),
+                      "); using the last good plan for model \"", request.model,
+                      "\""));
+    return result;
+  }
+  auto plan = std::make_shared<Plan>();
+  for (const BlockSpec& b : spec.blocks) {
+    plan->actions.push_back(b.checkpointable ? Action::kRecompute
+                                             : Action::kKeep);
+    plan->reasons.push_back(b.checkpointable
+                                ? "safe plan: planner unreachable, recompute"
+                                : "not checkpointable");
+  }
+  plan->solver = "safe";
+  // Unknown without the estimator; the safe plan is the least memory the
+  // runtime can run without offloading.
+  plan->feasible = true;
+  result.plan = std::move(plan);
+  Warn(absl::StrCat("rematd unreachable (", why.message(),
+                    "); using the safe plan (recompute every checkpointable "
+                    "block) for model \"",
+                    request.model, "\""));
+  return result;
+}
+
+void RemotePlanner::Warn(const std::string& message) {
+  uint64_t suppressed = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (last_warning_.time_since_epoch().count() != 0 &&
+        now - last_warning_ < options_.warning_interval) {
+      ++suppressed_warnings_;
+      return;
+    }
+    last_warning_ = now;
+    suppressed = suppressed_warnings_;
+    suppressed_warnings_ = 0;
+  }
+  if (suppressed > 0) {
+    spdlog::warn("remat: {} ({} similar warnings suppressed)", message,
+                 suppressed);
+  } else {
+    spdlog::warn("remat: {}", message);
+  }
+}
+
+absl::Status RemotePlanner::ReportSamples(const std::string& model,
+                                          const std::vector<Sample>& samples) {
+  auto spec = Spec(model);
+  if (!spec.ok()) return spec.status();
+  v1::ReportSamplesRequest request;
+  request.set_model(model);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i].features.size() != spec->feature_names.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("samples[", i, "].features: has ",
+                       samples[i].features.size(), " values; model \"", model,
+                       "\" has ", spec->feature_names.size(), " features"));
+    }
+    SampleToProto(*spec, samples[i], request.add_samples());
+  }
+  v1::ReportSamplesResponse response;
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/false, [&](grpc::ClientContext* c) {
+               return stub_->ReportSamples(c, request, &response);
+             });
+  return FromGrpcStatus(s);
+}
+
+absl::Status RemotePlanner::ReportOutcome(const Outcome& outcome) {
+  auto spec = Spec(outcome.model);
+  if (!spec.ok()) return spec.status();
+  if (auto s = ValidateFeatures(*spec, outcome.features); !s.ok()) return s;
+  v1::ReportOutcomeRequest request;
+  OutcomeToProto(*spec, outcome, &request);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = predicted_.find({outcome.model, outcome.features});
+    if (it != predicted_.end()) request.set_predicted_peak_bytes(it->second);
+  }
+  v1::ReportOutcomeResponse response;
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/false, [&](grpc::ClientContext* c) {
+               return stub_->ReportOutcome(c, request, &response);
+             });
+  return FromGrpcStatus(s);
+}
+
+absl::StatusOr<v1::GetModelStateResponse> RemotePlanner::GetModelState(
+    const std::string& model) {
+  v1::GetModelStateRequest request;
+  request.set_model(model);
+  v1::GetModelStateResponse response;
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->GetModelState(c, request, &response);
+             });
+  if (!s.ok()) return FromGrpcStatus(s);
+  return response;
+}
+
+absl::StatusOr<v1::ListModelsResponse> RemotePlanner::ListModels() {
+  v1::ListModelsRequest request;
+  v1::ListModelsResponse response;
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->ListModels(c, request, &response);
+             });
+  if (!s.ok()) return FromGrpcStatus(s);
+  return response;
+}
+
+absl::StatusOr<v1::ExplainPlanResponse> RemotePlanner::ExplainPlan(
+    const PlanRequest& request) {
+  auto spec = Spec(request.model);
+  if (!spec.ok()) return spec.status();
+  if (auto s = ValidateFeatures(*spec, request.features); !s.ok()) return s;
+  v1::ExplainPlanRequest proto;
+  proto.set_model(request.model);
+  FeaturesToMap(*spec, request.features, proto.mutable_features());
+  proto.set_budget_bytes(request.budget_bytes);
+  proto.set_solver(request.solver);
+  v1::ExplainPlanResponse response;
+  const grpc::Status s =
+      Invoke(options_, Clock::now() + options_.call_deadline,
+             /*idempotent=*/true, [&](grpc::ClientContext* c) {
+               return stub_->ExplainPlan(c, proto, &response);
+             });
+  if (!s.ok()) return FromGrpcStatus(s);
+  return response;
+}
+
+RemotePlanner::Stats RemotePlanner::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace remat

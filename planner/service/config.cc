@@ -1,0 +1,366 @@
+#include "planner/service/config.h"
+
+#include <arpa/inet.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace remat {
+namespace {
+
+absl::Status Bad(const std::string& field, const std::string& flag,
+                 const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, flag.empty() ? "" : absl::StrCat(" (", flag, ")"), ": ", what));
+}
+
+}  // namespace
+
+v1::DaemonConfig DefaultDaemonConfig() {
+  v1::DaemonConfig c;
+  c.set_listen(kDefaultListen);
+  c.set_unix_socket("");
+  c.set_allow_non_loopback(false);
+  c.set_metrics_port(kDefaultMetricsPort);
+  c.set_state_dir("");
+  c.set_log_format("text");
+  c.set_log_level("info");
+  c.set_grace_seconds(5);
+  c.set_reflection(false);
+  c.set_port_file("");
+  v1::Limits* l = c.mutable_limits();
+  l->set_max_models(256);
+  l->set_max_blocks_per_model(kMaxBlocks);
+  l->set_max_samples_per_request(10000);
+  l->set_max_message_bytes(16 << 20);
+  const CoreOptions core;
+  v1::CoreConfig* k = c.mutable_core();
+  k->set_estimator(core.estimator_kind);
+  k->set_estimator_degree(core.estimator.degree);
+  k->set_extrapolation_factor(core.estimator.extrapolation_factor);
+  k->set_min_distinct_samples(core.estimator.min_distinct_samples);
+  k->set_plan_cache_capacity(static_cast<uint32_t>(core.plan_cache_capacity));
+  for (const auto& kv : core.granularity)
+    (*k->mutable_granularity())[kv.first] = kv.second;
+  k->set_default_granularity(core.default_granularity);
+  k->set_margin_fraction(core.margin_fraction);
+  k->set_default_solver(core.default_solver);
+  k->set_max_samples_per_model(core.max_samples_per_model);
+  return c;
+}
+
+absl::StatusOr<v1::DaemonConfig> ParseConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("config: cannot read \"", path, "\""));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  v1::DaemonConfig config;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status =
+      google::protobuf::util::JsonStringToMessage(ss.str(), &config, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config \"", path, "\": ", status.message().as_string(),
+                     " (see proto/config.proto for the fields)"));
+  }
+  return config;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr a4;
+  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) {
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  }
+  return false;
+}
+
+absl::Status SplitHostPort(const std::string& address, std::string* host,
+                           int* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", address, "\" is not host:port"));
+  }
+  *host = address.substr(0, colon);
+  if (host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  if (!absl::SimpleAtoi(address.substr(colon + 1), port) || *port < 0 ||
+      *port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", address, "\": the port must be a number in 0..65535"));
+  }
+  return absl::OkStatus();
+}
+
+std::string UnixSocketTarget(const std::string& unix_socket) {
+  if (unix_socket.rfind("unix:", 0) == 0) return unix_socket;
+  return absl::StrCat("unix:", unix_socket);
+}
+
+absl::Status ValidateDaemonConfig(
+    const v1::DaemonConfig& c, const std::vector<std::string>& solver_names) {
+  if (c.listen().empty() && c.unix_socket().empty()) {
+    return Bad("listen", "--listen",
+               "no endpoint: set listen (host:port) or unix_socket");
+  }
+  if (!c.listen().empty()) {
+    std::string host;
+    int port = 0;
+    if (auto s = SplitHostPort(c.listen(), &host, &port); !s.ok()) {
+      return Bad("listen", "--listen", std::string(s.message()));
+    }
+    if (!IsLoopbackHost(host) && !c.allow_non_loopback()) {
+      return Bad("listen", "--listen",
+                 absl::StrCat("host \"", host,
+                              "\" is not loopback; rematd serves this machine "
+                              "only unless allow_non_loopback "
+                              "(--allow-non-loopback) is set"));
+    }
+  }
+  if (!c.unix_socket().empty()) {
+    std::string path = UnixSocketTarget(c.unix_socket()).substr(5);
+    if (path.empty() || path.front() != '/') {
+      return Bad(
+          "unix_socket", "--unix-socket",
+          absl::StrCat("\"", c.unix_socket(), "\" must be an absolute path"));
+    }
+    if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+      return Bad(
+          "unix_socket", "--unix-socket",
+          absl::StrCat("path longer than ", sizeof(sockaddr_un{}.sun_path) - 1,
+                       " characters"));
+    }
+  }
+  if (c.metrics_port() < -1 || c.metrics_port() > 65535) {
+    return Bad("metrics_port", "--metrics-port",
+               absl::StrCat("must be -1 (off), 0 (any free port) or a port, "
+                            "got ",
+                            c.metrics_port()));
+  }
+  if (c.log_format() != "text" && c.log_format() != "json") {
+    return Bad("log_format", "--log-format",
+               absl::StrCat("must be \"text\" or \"json\", got \"",
+                            c.log_format(), "\""));
+  }
+  static const char* kLevels[] = {"debug", "info", "warn", "error"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level()) ==
+      std::end(kLevels)) {
+    return Bad("log_level", "--log-level",
+               absl::StrCat("must be debug, info, warn or error, got \"",
+                            c.log_level(), "\""));
+  }
+  if (!std::isfinite(c.grace_seconds()) || c.grace_seconds() < 0 ||
+      c.grace_seconds() > 3600) {
+    return Bad("grace_seconds", "--grace-seconds",
+               absl::StrCat("must be in [0, 3600], got ", c.grace_seconds()));
+  }
+  const v1::Limits& l = c.limits();
+  if (l.max_models() < 1) {
+    return Bad("limits.max_models", "--max-models",
+               absl::StrCat("must be >= 1, got ", l.max_models()));
+  }
+  if (l.max_blocks_per_model() < 1 || l.max_blocks_per_model() > kMaxBlocks) {
+    return Bad("limits.max_blocks_per_model", "--max-blocks-per-model",
+               absl::StrCat("must be in [1, ", kMaxBlocks, "], got ",
+                            l.max_blocks_per_model()));
+  }
+  if (l.max_samples_per_request() < 1) {
+    return Bad("limits.max_samples_per_request", "--max-samples-per-request",
+               absl::StrCat("must be >= 1, got ", l.max_samples_per_request()));
+  }
+  if (l.max_message_bytes() < 4096) {
+    return Bad("limits.max_message_bytes", "--max-message-bytes",
+               absl::StrCat("must be >= 4096, got ", l.max_message_bytes()));
+  }
+  const v1::CoreConfig& k = c.core();
+  if (k.estimator() != "remat" && k.estimator() != "mimose") {
+    return Bad("core.estimator", "--estimator",
+               absl::StrCat("must be \"remat\" or \"mimose\", got \"",
+                            k.estimator(), "\""));
+  }
+  if (k.estimator_degree() < 1 || k.estimator_degree() > 4) {
+    return Bad("core.estimator_degree", "",
+               absl::StrCat("must be in [1, 4], got ", k.estimator_degree()));
+  }
+  if (!std::isfinite(k.extrapolation_factor()) ||
+      k.extrapolation_factor() < 1) {
+    return Bad("core.extrapolation_factor", "",
+               absl::StrCat("must be >= 1, got ", k.extrapolation_factor()));
+  }
+  if (k.min_distinct_samples() < 0) {
+    return Bad("core.min_distinct_samples", "",
+               absl::StrCat("must be >= 0, got ", k.min_distinct_samples()));
+  }
+  if (k.plan_cache_capacity() < 1) {
+    return Bad("core.plan_cache_capacity", "--plan-cache-capacity",
+               "must be >= 1");
+  }
+  for (const auto& kv : k.granularity()) {
+    if (!std::isfinite(kv.second) || kv.second <= 0) {
+      return Bad(absl::StrCat("core.granularity[\"", kv.first, "\"]"),
+                 "--granularity", absl::StrCat("must be > 0, got ", kv.second));
+    }
+  }
+  if (!std::isfinite(k.default_granularity()) || k.default_granularity() <= 0) {
+    return Bad("core.default_granularity", "",
+               absl::StrCat("must be > 0, got ", k.default_granularity()));
+  }
+  if (!std::isfinite(k.margin_fraction()) || k.margin_fraction() < 0 ||
+      k.margin_fraction() >= 1) {
+    return Bad("core.margin_fraction", "--margin-fraction",
+               absl::StrCat("must be in [0, 1), got ", k.margin_fraction()));
+  }
+  if (std::find(solver_names.begin(), solver_names.end(), k.default_solver()) ==
+      solver_names.end()) {
+    return Bad("core.default_solver", "--default-solver",
+               absl::StrCat("unknown solver \"", k.default_solver(),
+                            "\"; known: ", absl::StrJoin(solver_names, ", ")));
+  }
+  if (k.max_samples_per_model() < 1) {
+    return Bad("core.max_samples_per_model", "",
+               absl::StrCat("must be >= 1, got ", k.max_samples_per_model()));
+  }
+  return absl::OkStatus();
+}
+
+CoreOptions ToCoreOptions(const v1::DaemonConfig& c) {
+  CoreOptions o;
+  const v1::CoreConfig& k = c.core();
+  o.estimator_kind = k.estimator();
+  o.estimator.degree = k.estimator_degree();
+  o.estimator.extrapolation_factor = k.extrapolation_factor();
+  o.estimator.min_distinct_samples = k.min_distinct_samples();
+  o.plan_cache_capacity = k.plan_cache_capacity();
+  o.granularity.clear();
+  for (const auto& kv : k.granularity()) o.granularity[kv.first] = kv.second;
+  o.default_granularity = k.default_granularity();
+  o.margin_fraction = k.margin_fraction();
+  o.default_solver = k.default_solver();
+  o.max_models = c.limits().max_models();
+  o.max_samples_per_model = k.max_samples_per_model();
+  return o;
+}
+
+void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
+  app->add_option("--config", f->config_file,
+                  "JSON config file (proto/config.proto's DaemonConfig); "
+                  "flags override it");
+  app->add_flag("--validate-config", f->validate_config,
+                "Check the configuration and exit: 0 when valid, 2 with a "
+                "message naming the field otherwise");
+  app->add_option(
+      "--listen", f->listen,
+      absl::StrCat("gRPC TCP address host:port (default ", kDefaultListen,
+                   "; port 0 picks a free one; empty: no TCP)"));
+  app->add_option("--unix-socket", f->unix_socket,
+                  "Also serve gRPC on this unix socket (/path or unix:/path)");
+  app->add_flag("--allow-non-loopback", f->allow_non_loopback,
+                "Permit a --listen host that is not loopback");
+  app->add_option("--metrics-port", f->metrics_port,
+                  absl::StrCat("Prometheus /metrics and /healthz on "
+                               "127.0.0.1:PORT (default ",
+                               kDefaultMetricsPort, "; 0: any; -1: off)"));
+  app->add_option("--state-dir", f->state_dir,
+                  "Directory for the write-ahead log (default: none, state "
+                  "is lost on exit)");
+  app->add_option("--log-format", f->log_format, "text (default) or json");
+  app->add_option("--log-level", f->log_level, "debug, info, warn, error");
+  app->add_option("--grace-seconds", f->grace_seconds,
+                  "On SIGTERM, in-flight calls get this long (default 5)");
+  app->add_flag("--reflection", f->reflection, "Serve gRPC reflection");
+  app->add_option("--port-file", f->port_file,
+                  "Write {\"grpc_port\":N,\"metrics_port\":M} here once "
+                  "serving");
+  app->add_option("--max-models", f->max_models, "Models held (default 256)");
+  app->add_option("--max-blocks-per-model", f->max_blocks_per_model,
+                  "Blocks per model (default 4096)");
+  app->add_option("--max-samples-per-request", f->max_samples_per_request,
+                  "Samples per ReportSamples (default 10000)");
+  app->add_option("--max-message-bytes", f->max_message_bytes,
+                  "Largest request (default 16 MiB)");
+  app->add_option("--estimator", f->estimator, "remat (default) or mimose");
+  app->add_option("--default-solver", f->default_solver,
+                  "Solver when a request names none (default exact)");
+  app->add_option("--plan-cache-capacity", f->plan_cache_capacity,
+                  "Plans cached across models (default 4096)");
+  app->add_option("--margin-fraction", f->margin_fraction,
+                  "Kept free below every budget, fraction (default 0)");
+  app->add_option("--granularity", f->granularity,
+                  "Bucket granularity, feature=value (repeatable; default "
+                  "seq=8)");
+}
+
+absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
+                                                     const DaemonFlags& f) {
+  v1::DaemonConfig config = DefaultDaemonConfig();
+  if (!f.config_file.empty()) {
+    auto file = ParseConfigFile(f.config_file);
+    if (!file.ok()) return file.status();
+    if (file->has_core() && file->core().granularity_size() > 0) {
+      // A granularity map in the file replaces the default map.
+      config.mutable_core()->clear_granularity();
+    }
+    config.MergeFrom(*file);
+  }
+  auto given = [&app](const char* name) { return app.count(name) > 0; };
+  if (given("--listen")) config.set_listen(f.listen);
+  if (given("--unix-socket")) config.set_unix_socket(f.unix_socket);
+  if (given("--allow-non-loopback")) {
+    config.set_allow_non_loopback(f.allow_non_loopback);
+  }
+  if (given("--metrics-port")) config.set_metrics_port(f.metrics_port);
+  if (given("--state-dir")) config.set_state_dir(f.state_dir);
+  if (given("--log-format")) config.set_log_format(f.log_format);
+  if (given("--log-level")) config.set_log_level(f.log_level);
+  if (given("--grace-seconds")) config.set_grace_seconds(f.grace_seconds);
+  if (given("--reflection")) config.set_reflection(f.reflection);
+  if (given("--port-file")) config.set_port_file(f.port_file);
+  v1::Limits* l = config.mutable_limits();
+  if (given("--max-models")) l->set_max_models(f.max_models);
+  if (given("--max-blocks-per-model")) {
+    l->set_max_blocks_per_model(f.max_blocks_per_model);
+  }
+  if (given("--max-samples-per-request")) {
+    l->set_max_samples_per_request(f.max_samples_per_request);
+  }
+  if (given("--max-message-bytes")) {
+    l->set_max_message_bytes(f.max_message_bytes);
+  }
+  v1::CoreConfig* k = config.mutable_core();
+  if (given("--estimator")) k->set_estimator(f.estimator);
+  if (given("--default-solver")) k->set_default_solver(f.default_solver);
+  if (given("--plan-cache-capacity")) {
+    k->set_plan_cache_capacity(f.plan_cache_capacity);
+  }
+  if (given("--margin-fraction")) k->set_margin_fraction(f.margin_fraction);
+  if (given("--granularity")) {
+    k->clear_granularity();
+    for (const std::string& g : f.granularity) {
+      const size_t eq = g.find('=');
+      double value = 0;
+      if (eq == std::string::npos || eq == 0 ||
+          !absl::SimpleAtod(g.substr(eq + 1), &value)) {
+        return Bad("core.granularity", "--granularity",
+                   absl::StrCat("\"", g, "\" is not feature=value"));
+      }
+      (*k->mutable_granularity())[g.substr(0, eq)] = value;
+    }
+  }
+  return config;
+}
+
+}  // namespace remat

@@ -1,0 +1,86 @@
+// rematd's configuration: defaults, the JSON config file, command-line flags
+// (which override the file field by field), validation, and the mapping
+// onto the planning core's options. The schema is proto/config.proto.
+//
+// Thread safety: pure functions.
+#ifndef REMAT_PLANNER_SERVICE_CONFIG_H_
+#define REMAT_PLANNER_SERVICE_CONFIG_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "planner/core.h"
+#include "proto/config.pb.h"
+
+namespace remat {
+
+// The default gRPC endpoint: loopback only.
+inline constexpr char kDefaultListen[] = "127.0.0.1:7421";
+inline constexpr int kDefaultMetricsPort = 7422;
+
+// Every field of the config set to its default (documented in config.proto).
+v1::DaemonConfig DefaultDaemonConfig();
+
+// Parses a JSON config file (protobuf's JSON mapping; unknown fields are
+// errors). Only the fields present are set. INVALID_ARGUMENT naming the
+// file and what protobuf objected to; NOT_FOUND when it cannot be read.
+absl::StatusOr<v1::DaemonConfig> ParseConfigFile(const std::string& path);
+
+// OK, or INVALID_ARGUMENT whose message starts with the offending field
+// (e.g. "limits.max_models (--max-models): must be >= 1, got 0").
+// `solver_names` are the solvers default_solver may name.
+absl::Status ValidateDaemonConfig(const v1::DaemonConfig& config,
+                                  const std::vector<std::string>& solver_names);
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(const std::string& host);
+
+// Splits "host:port" / "[v6]:port". INVALID_ARGUMENT on anything else.
+absl::Status SplitHostPort(const std::string& address, std::string* host,
+                           int* port);
+
+// "unix:/path" for the configured unix socket (which may omit "unix:").
+std::string UnixSocketTarget(const std::string& unix_socket);
+
+CoreOptions ToCoreOptions(const v1::DaemonConfig& config);
+
+// Command-line flags. Register them with AddDaemonFlags, parse, then
+// ResolveDaemonConfig: defaults <- --config file <- flags given.
+struct DaemonFlags {
+  std::string config_file;
+  bool validate_config = false;
+  std::string listen;
+  std::string unix_socket;
+  bool allow_non_loopback = false;
+  int metrics_port = 0;
+  std::string state_dir;
+  std::string log_format;
+  std::string log_level;
+  double grace_seconds = 0;
+  bool reflection = false;
+  std::string port_file;
+  int max_models = 0;
+  int max_blocks_per_model = 0;
+  int max_samples_per_request = 0;
+  int max_message_bytes = 0;
+  std::string estimator;
+  std::string default_solver;
+  unsigned plan_cache_capacity = 0;
+  double margin_fraction = 0;
+  std::vector<std::string> granularity;  // "feature=value"
+};
+
+void AddDaemonFlags(CLI::App* app, DaemonFlags* flags);
+
+// Call after app->parse. INVALID_ARGUMENT for an unreadable config or a
+// malformed flag value (validation is separate).
+absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
+                                                     const DaemonFlags& flags);
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_SERVICE_CONFIG_H_

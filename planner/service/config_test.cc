@@ -1,0 +1,148 @@
+#include "planner/service/config.h"
+
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace remat {
+namespace {
+
+// The solver names the core registers; the daemon passes SolverNames().
+const std::vector<std::string> kSolvers = {
+    "none", "all", "sqrt", "static_max", "mimose_greedy", "exact"};
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+std::string WriteTemp(const std::string& text) {
+  std::string path =
+      std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") +
+      "/cfgXXXXXX";
+  int fd = mkstemp(path.data());
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+absl::StatusOr<v1::DaemonConfig> Resolve(std::vector<std::string> args) {
+  CLI::App app;
+  DaemonFlags flags;
+  AddDaemonFlags(&app, &flags);
+  args.insert(args.begin(), "rematd");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  return ResolveDaemonConfig(app, flags);
+}
+
+TEST_CASE("the defaults are valid and loopback-only") {
+  const v1::DaemonConfig c = DefaultDaemonConfig();
+  REQUIRE(ValidateDaemonConfig(c, kSolvers).ok());
+  REQUIRE(c.listen() == "127.0.0.1:7421");
+  REQUIRE(c.metrics_port() == 7422);
+  const CoreOptions o = ToCoreOptions(c);
+  const CoreOptions d;
+  REQUIRE(o.default_solver == d.default_solver);
+  REQUIRE(o.granularity == d.granularity);
+  REQUIRE(o.plan_cache_capacity == d.plan_cache_capacity);
+}
+
+TEST_CASE("the example config in deploy/ is valid") {
+  auto c = ParseConfigFile("deploy/rematd.example.json");
+  REQUIRE(c.ok());
+  v1::DaemonConfig merged = DefaultDaemonConfig();
+  merged.mutable_core()->clear_granularity();
+  merged.MergeFrom(*c);
+  INFO(Message(ValidateDaemonConfig(merged, kSolvers)));
+  REQUIRE(ValidateDaemonConfig(merged, kSolvers).ok());
+  REQUIRE(merged.unix_socket() == "/run/rematd/rematd.sock");
+  REQUIRE(merged.state_dir() == "/var/lib/rematd");
+  REQUIRE(ToCoreOptions(merged).margin_fraction == Approx(0.05));
+}
+
+TEST_CASE("config files: unknown fields and bad JSON name the problem") {
+  auto c = ParseConfigFile(WriteTemp(R"({"listne": "127.0.0.1:1"})"));
+  REQUIRE(absl::IsInvalidArgument(c.status()));
+  REQUIRE(Message(c.status()).find("listne") != std::string::npos);
+  REQUIRE_FALSE(ParseConfigFile(WriteTemp("{not json")).ok());
+  REQUIRE(absl::IsNotFound(ParseConfigFile("/nonexistent/x.json").status()));
+}
+
+TEST_CASE("flags override the file field by field") {
+  const std::string path = WriteTemp(
+      R"({"listen": "127.0.0.1:9000", "metrics_port": 9001,
+          "limits": {"max_models": 3}, "core": {"granularity": {"img": 32}}})");
+  auto c = Resolve({"--config", path, "--metrics-port", "-1",
+                    "--max-samples-per-request", "5"});
+  REQUIRE(c.ok());
+  REQUIRE(c->listen() == "127.0.0.1:9000");                   // from the file
+  REQUIRE(c->metrics_port() == -1);                           // the flag wins
+  REQUIRE(c->limits().max_models() == 3);                     // file
+  REQUIRE(c->limits().max_samples_per_request() == 5);        // flag
+  REQUIRE(c->limits().max_blocks_per_model() == kMaxBlocks);  // default
+  REQUIRE(c->core().granularity().size() == 1);  // the file's map replaced it
+  REQUIRE(c->core().granularity().at("img") == 32);
+  REQUIRE(ValidateDaemonConfig(*c, kSolvers).ok());
+
+  auto g = Resolve({"--granularity", "seq=16", "--granularity", "batch=4"});
+  REQUIRE(g.ok());
+  REQUIRE(g->core().granularity().at("batch") == 4);
+  REQUIRE_FALSE(Resolve({"--granularity", "seq"}).ok());
+}
+
+TEST_CASE("validation names the field and its flag") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {{"--listen", "0.0.0.0:7421"}, "listen (--listen)"},
+      {{"--listen", "localhost"}, "listen (--listen)"},
+      {{"--listen", "127.0.0.1:70000"}, "listen (--listen)"},
+      {{"--listen", ""}, "listen (--listen): no endpoint"},
+      {{"--unix-socket", "relative.sock"}, "unix_socket"},
+      {{"--unix-socket", "/" + std::string(200, 's')}, "unix_socket"},
+      {{"--metrics-port", "-2"}, "metrics_port"},
+      {{"--log-format", "xml"}, "log_format"},
+      {{"--log-level", "loud"}, "log_level"},
+      {{"--grace-seconds", "-1"}, "grace_seconds"},
+      {{"--max-models", "0"}, "limits.max_models (--max-models)"},
+      {{"--max-blocks-per-model", "5000"}, "limits.max_blocks_per_model"},
+      {{"--max-message-bytes", "10"}, "limits.max_message_bytes"},
+      {{"--estimator", "magic"}, "core.estimator"},
+      {{"--default-solver", "quantum"}, "core.default_solver"},
+      {{"--margin-fraction", "1.5"}, "core.margin_fraction"},
+      {{"--granularity", "seq=0"}, "core.granularity[\"seq\"]"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args[0] << " " << c.args[1]);
+    auto config = Resolve(c.args);
+    REQUIRE(config.ok());
+    const absl::Status s = ValidateDaemonConfig(*config, kSolvers);
+    REQUIRE(absl::IsInvalidArgument(s));
+    INFO(Message(s));
+    REQUIRE(Message(s).rfind(c.field, 0) == 0);
+  }
+  auto open = Resolve({"--listen", "0.0.0.0:7421", "--allow-non-loopback"});
+  REQUIRE(ValidateDaemonConfig(*open, kSolvers).ok());
+  auto unix_only =
+      Resolve({"--listen", "", "--unix-socket", "unix:/run/r.sock"});
+  REQUIRE(ValidateDaemonConfig(*unix_only, kSolvers).ok());
+  REQUIRE(UnixSocketTarget("/run/r.sock") == "unix:/run/r.sock");
+}
+
+TEST_CASE("loopback hosts") {
+  for (const char* h :
+       {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"}) {
+    REQUIRE(IsLoopbackHost(h));
+  }
+  for (const char* h : {"0.0.0.0", "10.0.0.1", "example.com", "::"}) {
+    REQUIRE_FALSE(IsLoopbackHost(h));
+  }
+}
+
+}  // namespace
+}  // namespace remat

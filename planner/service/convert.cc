@@ -1,0 +1,298 @@
+#include "planner/service/convert.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace remat {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+}  // namespace
+
+ModelSpec ModelSpecFromProto(const v1::ModelSpec& proto) {
+  ModelSpec spec;
+  spec.name = proto.name();
+  spec.feature_names.assign(proto.feature_names().begin(),
+                            proto.feature_names().end());
+  spec.blocks.reserve(proto.blocks_size());
+  for (const v1::Block& b : proto.blocks()) {
+    spec.blocks.push_back(BlockSpec{b.name(), b.checkpointable()});
+  }
+  return spec;
+}
+
+void ModelSpecToProto(const ModelSpec& spec, v1::ModelSpec* proto) {
+  proto->Clear();
+  proto->set_name(spec.name);
+  for (const std::string& f : spec.feature_names) proto->add_feature_names(f);
+  for (const BlockSpec& b : spec.blocks) {
+    v1::Block* block = proto->add_blocks();
+    block->set_name(b.name);
+    block->set_checkpointable(b.checkpointable);
+  }
+}
+
+absl::StatusOr<Features> FeaturesFromMap(const ModelSpec& spec,
+                                         const FeatureMap& map,
+                                         const std::string& field) {
+  Features features(spec.feature_names.size());
+  for (size_t i = 0; i < spec.feature_names.size(); ++i) {
+    auto it = map.find(spec.feature_names[i]);
+    if (it == map.end()) {
+      return Invalid(field,
+                     absl::StrCat("missing feature \"", spec.feature_names[i],
+                                  "\"; model \"", spec.name, "\" needs ",
+                                  absl::StrJoin(spec.feature_names, ", ")));
+    }
+    features[i] = it->second;
+  }
+  if (map.size() != spec.feature_names.size()) {
+    const std::set<std::string> known(spec.feature_names.begin(),
+                                      spec.feature_names.end());
+    for (const auto& kv : map) {
+      if (known.count(kv.first) == 0) {
+        return Invalid(
+            absl::StrCat(field, "[\"", kv.first, "\"]"),
+            absl::StrCat("not a feature of model \"", spec.name, "\" (it has ",
+                         absl::StrJoin(spec.feature_names, ", "), ")"));
+      }
+    }
+  }
+  return features;
+}
+
+void FeaturesToMap(const ModelSpec& spec, const Features& features,
+                   FeatureMap* map) {
+  map->clear();
+  for (size_t i = 0; i < spec.feature_names.size() && i < features.size();
+       ++i) {
+    (*map)[spec.feature_names[i]] = features[i];
+  }
+}
+
+absl::StatusOr<Sample> SampleFromProto(const ModelSpec& spec,
+                                       const v1::Sample& proto,
+                                       const std::string& field) {
+  Sample sample;
+  auto features =
+      FeaturesFromMap(spec, proto.features(), absl::StrCat(field, ".features"));
+  if (!features.ok()) return features.status();
+  sample.features = *std::move(features);
+  sample.blocks.reserve(proto.blocks_size());
+  for (const v1::BlockMeasurement& b : proto.blocks()) {
+    sample.blocks.push_back(
+        BlockMeasurement{b.act_bytes(), b.input_bytes(), b.forward_ns()});
+  }
+  if (proto.has_base_bytes()) sample.base_bytes = proto.base_bytes();
+  if (proto.has_peak_bytes()) sample.peak_bytes = proto.peak_bytes();
+  return sample;
+}
+
+void SampleToProto(const ModelSpec& spec, const Sample& sample,
+                   v1::Sample* proto) {
+  proto->Clear();
+  FeaturesToMap(spec, sample.features, proto->mutable_features());
+  for (const BlockMeasurement& b : sample.blocks) {
+    v1::BlockMeasurement* m = proto->add_blocks();
+    m->set_act_bytes(b.act_bytes);
+    m->set_input_bytes(b.input_bytes);
+    m->set_forward_ns(b.forward_ns);
+  }
+  if (sample.base_bytes) proto->set_base_bytes(*sample.base_bytes);
+  if (sample.peak_bytes) proto->set_peak_bytes(*sample.peak_bytes);
+}
+
+absl::StatusOr<Action> ActionFromProto(int action, const std::string& field) {
+  switch (action) {
+    case v1::KEEP:
+      return Action::kKeep;
+    case v1::RECOMPUTE:
+      return Action::kRecompute;
+    case v1::OFFLOAD:
+      return Action::kOffload;
+    default:
+      return Invalid(field, absl::StrCat("unknown action ", action,
+                                         "; use KEEP, RECOMPUTE or OFFLOAD"));
+  }
+}
+
+v1::Action ActionToProto(Action action) {
+  switch (action) {
+    case Action::kKeep:
+      return v1::KEEP;
+    case Action::kRecompute:
+      return v1::RECOMPUTE;
+    case Action::kOffload:
+      return v1::OFFLOAD;
+  }
+  return v1::ACTION_UNSPECIFIED;
+}
+
+void PlanToProto(const ModelSpec& spec, const Plan& plan, v1::Plan* proto) {
+  proto->Clear();
+  for (size_t i = 0; i < plan.actions.size(); ++i) {
+    v1::BlockPlan* b = proto->add_blocks();
+    if (i < spec.blocks.size()) b->set_block(spec.blocks[i].name);
+    b->set_action(ActionToProto(plan.actions[i]));
+    if (i < plan.reasons.size()) b->set_reason(plan.reasons[i]);
+  }
+  proto->set_predicted_peak_bytes(plan.predicted_peak_bytes);
+  proto->set_recompute_ns(plan.recompute_ns);
+  proto->set_solver(plan.solver);
+  proto->set_feasible(plan.feasible);
+}
+
+absl::StatusOr<Plan> PlanFromProto(const v1::Plan& proto) {
+  Plan plan;
+  plan.actions.reserve(proto.blocks_size());
+  plan.reasons.reserve(proto.blocks_size());
+  for (int i = 0; i < proto.blocks_size(); ++i) {
+    auto action = ActionFromProto(proto.blocks(i).action(),
+                                  absl::StrCat("plan.blocks[", i, "].action"));
+    if (!action.ok()) return action.status();
+    plan.actions.push_back(*action);
+    plan.reasons.push_back(proto.blocks(i).reason());
+  }
+  plan.predicted_peak_bytes = proto.predicted_peak_bytes();
+  plan.recompute_ns = proto.recompute_ns();
+  plan.solver = proto.solver();
+  plan.feasible = proto.feasible();
+  return plan;
+}
+
+void PlanResultToProto(const ModelSpec& spec, const PlanResult& result,
+                       v1::GetPlanResponse* proto) {
+  proto->Clear();
+  if (result.collect || result.plan == nullptr) {
+    proto->set_decision(v1::COLLECT);
+    proto->set_collect_reason(result.collect_reason);
+  } else {
+    proto->set_decision(v1::PLAN);
+  }
+  // COLLECT carries the plan to run too (every checkpointable block
+  // recomputed; from Explain, the plan the estimator would make).
+  if (result.plan != nullptr) {
+    PlanToProto(spec, *result.plan, proto->mutable_plan());
+  }
+  proto->set_from_cache(result.from_cache);
+  for (int64_t b : result.bucket) proto->add_bucket(b);
+  for (const std::string& f : spec.feature_names) {
+    proto->add_bucket_features(f);
+  }
+}
+
+absl::StatusOr<PlanResult> PlanResultFromProto(
+    const v1::GetPlanResponse& proto) {
+  PlanResult result;
+  switch (proto.decision()) {
+    case v1::COLLECT:
+      result.collect = true;
+      result.collect_reason = proto.collect_reason();
+      if (proto.has_plan()) {
+        auto plan = PlanFromProto(proto.plan());
+        if (!plan.ok()) return plan.status();
+        result.plan = std::make_shared<const Plan>(*std::move(plan));
+      }
+      break;
+    case v1::PLAN: {
+      auto plan = PlanFromProto(proto.plan());
+      if (!plan.ok()) return plan.status();
+      result.plan = std::make_shared<const Plan>(*std::move(plan));
+      break;
+    }
+    default:
+      return Invalid("decision",
+                     absl::StrCat("unknown decision ", proto.decision()));
+  }
+  result.from_cache = proto.from_cache();
+  result.bucket.assign(proto.bucket().begin(), proto.bucket().end());
+  return result;
+}
+
+void ExplainResultToProto(const ModelSpec& spec, const PlanResult& result,
+                          int64_t budget_bytes,
+                          v1::ExplainPlanResponse* proto) {
+  v1::GetPlanResponse plan;
+  PlanResultToProto(spec, result, &plan);
+  proto->Clear();
+  proto->set_decision(plan.decision());
+  *proto->mutable_plan() = plan.plan();
+  proto->set_collect_reason(plan.collect_reason());
+  proto->set_from_cache(plan.from_cache());
+  *proto->mutable_bucket() = plan.bucket();
+  *proto->mutable_bucket_features() = plan.bucket_features();
+  proto->set_budget_bytes(budget_bytes);
+  if (result.plan != nullptr) {
+    proto->set_headroom_bytes(budget_bytes - result.plan->predicted_peak_bytes);
+  }
+}
+
+absl::StatusOr<Outcome> OutcomeFromProto(
+    const ModelSpec& spec, const v1::ReportOutcomeRequest& proto) {
+  Outcome outcome;
+  outcome.model = proto.model();
+  auto features = FeaturesFromMap(spec, proto.features(), "features");
+  if (!features.ok()) return features.status();
+  outcome.features = *std::move(features);
+  if (proto.actions_size() != static_cast<int>(spec.blocks.size())) {
+    return Invalid(
+        "actions",
+        absl::StrCat("has ", proto.actions_size(), " entries; model \"",
+                     spec.name, "\" has ", spec.blocks.size(), " blocks"));
+  }
+  for (int i = 0; i < proto.actions_size(); ++i) {
+    auto action =
+        ActionFromProto(proto.actions(i), absl::StrCat("actions[", i, "]"));
+    if (!action.ok()) return action.status();
+    outcome.actions.push_back(*action);
+  }
+  outcome.measured_peak_bytes = proto.measured_peak_bytes();
+  outcome.step_ns = proto.step_ns();
+  outcome.out_of_memory = proto.out_of_memory();
+  return outcome;
+}
+
+void OutcomeToProto(const ModelSpec& spec, const Outcome& outcome,
+                    v1::ReportOutcomeRequest* proto) {
+  proto->Clear();
+  proto->set_model(outcome.model);
+  FeaturesToMap(spec, outcome.features, proto->mutable_features());
+  for (Action a : outcome.actions) proto->add_actions(ActionToProto(a));
+  proto->set_measured_peak_bytes(outcome.measured_peak_bytes);
+  proto->set_step_ns(outcome.step_ns);
+  proto->set_out_of_memory(outcome.out_of_memory);
+}
+
+void ModelStateToProto(const ModelState& state, const PlanCacheStats& cache,
+                       v1::GetModelStateResponse* proto) {
+  proto->Clear();
+  ModelSpecToProto(state.spec, proto->mutable_model());
+  proto->set_num_samples(state.num_samples);
+  for (const BlockFitQuality& q : state.fit_quality) {
+    v1::BlockFitQuality* p = proto->add_fit_quality();
+    p->set_block(q.block);
+    p->set_act_rel_rmse(q.act_rel_rmse);
+  }
+  for (const FeatureRange& r : state.observed_range) {
+    v1::FeatureRange* p = proto->add_observed_range();
+    p->set_feature(r.feature);
+    p->set_min(r.min);
+    p->set_max(r.max);
+  }
+  proto->set_outcomes(state.outcomes);
+  proto->set_out_of_memory(state.out_of_memory);
+  v1::CacheStats* c = proto->mutable_cache();
+  c->set_hits(cache.hits);
+  c->set_misses(cache.misses);
+  c->set_evictions(cache.evictions);
+  c->set_invalidations(cache.invalidations);
+  c->set_size(cache.size);
+}
+
+}  // namespace remat

@@ -1,0 +1,281 @@
+#include "planner/service/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "planner/service/config.h"
+#include "planner/service/logging.h"
+#include "proto/wal.pb.h"
+
+namespace remat {
+namespace {
+
+constexpr char kPlannerServiceName[] = "remat.v1.Planner";
+// Consecutive sample records of one model are replayed as one AddSamples
+// (one refit) up to this many samples.
+constexpr size_t kReplayBatchSamples = 20000;
+
+ServiceLimits ToLimits(const v1::DaemonConfig& c) {
+  ServiceLimits l;
+  l.max_models = c.limits().max_models();
+  l.max_blocks_per_model = c.limits().max_blocks_per_model();
+  l.max_samples_per_request = c.limits().max_samples_per_request();
+  return l;
+}
+
+}  // namespace
+
+Daemon::Daemon(v1::DaemonConfig config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() { Shutdown(); }
+
+absl::Status Daemon::Start() {
+  core_ = std::make_unique<PlannerCore>(ToCoreOptions(config_));
+
+  // The log must be open before the service exists (the service appends to
+  // it), but replaying it needs the core only; records are collected here
+  // and applied once every endpoint is bound.
+  std::vector<v1::WalRecord> records;
+  if (!config_.state_dir().empty()) {
+    ::mkdir(config_.state_dir().c_str(), 0700);
+    const std::string path = config_.state_dir() + "/wal.log";
+    uint64_t unparsable = 0;
+    auto wal = Wal::Open(
+        path,
+        [&](absl::string_view payload) {
+          v1::WalRecord r;
+          if (r.ParseFromArray(payload.data(),
+                               static_cast<int>(payload.size()))) {
+            records.push_back(std::move(r));
+          } else {
+            ++unparsable;
+          }
+        },
+        &recovery_);
+    if (!wal.ok()) return wal.status();
+    wal_ = *std::move(wal);
+    if (recovery_.dropped_bytes > 0) {
+      LogEvent(spdlog::level::warn, "wal_tail_truncated",
+               {{"path", path},
+                {"reason", recovery_.dropped_reason},
+                {"dropped_bytes", recovery_.dropped_bytes},
+                {"kept_records", recovery_.records}});
+    }
+    if (unparsable > 0) {
+      LogEvent(spdlog::level::warn, "wal_records_unparsable",
+               {{"path", path}, {"count", unparsable}});
+    }
+  }
+
+  service_ = std::make_unique<PlannerService>(core_.get(), wal_.get(),
+                                              &metrics_, ToLimits(config_));
+  grpc::EnableDefaultHealthCheckService(true);
+  if (config_.reflection()) {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  }
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(config_.limits().max_message_bytes());
+  builder.RegisterService(service_.get());
+  if (!config_.listen().empty()) {
+    builder.AddListeningPort(config_.listen(),
+                             grpc::InsecureServerCredentials(), &grpc_port_);
+  }
+  if (!config_.unix_socket().empty()) {
+    builder.AddListeningPort(UnixSocketTarget(config_.unix_socket()),
+                             grpc::InsecureServerCredentials());
+  }
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || (!config_.listen().empty() && grpc_port_ == 0)) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve on listen=\"", config_.listen(), "\" unix_socket=\"",
+        config_.unix_socket(), "\" (in use, or no permission)"));
+  }
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus(false);
+  health->SetServingStatus(kPlannerServiceName, false);
+
+  if (config_.metrics_port() >= 0) {
+    http_ = std::make_unique<HttpServer>(
+        [this](const std::string& path) { return HandleHttp(path); });
+    if (auto s = http_->Start(config_.metrics_port()); !s.ok()) return s;
+    metrics_port_ = http_->port();
+  }
+
+  {
+    // Replay: apply the collected records to the core.
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t failed = 0;
+    size_t i = 0;
+    while (i < records.size()) {
+      // Batch consecutive sample records of one model into one refit.
+      if (records[i].has_samples()) {
+        size_t j = i;
+        size_t n = 0;
+        v1::WalRecord merged;
+        merged.mutable_samples()->set_model(records[i].samples().model());
+        while (j < records.size() && records[j].has_samples() &&
+               records[j].samples().model() == records[i].samples().model() &&
+               n + records[j].samples().samples_size() <= kReplayBatchSamples) {
+          for (const auto& s : records[j].samples().samples()) {
+            *merged.mutable_samples()->add_samples() = s;
+          }
+          n += records[j].samples().samples_size();
+          ++j;
+        }
+        if (j == i) j = i + 1;  // one oversized record: alone
+        if (j - i > 1 && ApplyWalRecord(core_.get(), merged).ok()) {
+          i = j;
+          continue;
+        }
+        // Fall back to one record at a time so one bad record costs only
+        // itself.
+        for (size_t k = i; k < j; ++k) {
+          absl::Status s = ApplyWalRecord(core_.get(), records[k]);
+          if (!s.ok()) {
+            ++failed;
+            LogEvent(spdlog::level::warn, "wal_record_rejected",
+                     {{"index", k}, {"error", std::string(s.message())}});
+          }
+        }
+        i = j;
+        continue;
+      }
+      absl::Status s = ApplyWalRecord(core_.get(), records[i]);
+      if (!s.ok() &&
+          !(records[i].has_register_model() && absl::IsAlreadyExists(s))) {
+        ++failed;
+        LogEvent(spdlog::level::warn, "wal_record_rejected",
+                 {{"index", i}, {"error", std::string(s.message())}});
+      }
+      ++i;
+    }
+    if (wal_ != nullptr) {
+      LogEvent(spdlog::level::info, "state_loaded",
+               {{"records", records.size()},
+                {"rejected", failed},
+                {"models", core_->ListModels().size()},
+                {"seconds", std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - start)
+                                .count()}});
+    }
+  }
+
+  service_->SetReady(true);
+  serving_ = true;
+  health->SetServingStatus(true);
+  health->SetServingStatus(kPlannerServiceName, true);
+  if (auto s = WritePortFile(); !s.ok()) return s;
+  LogEvent(spdlog::level::info, "serving",
+           {{"listen", config_.listen()},
+            {"grpc_port", grpc_port_},
+            {"unix_socket", config_.unix_socket()},
+            {"metrics_port", metrics_port_},
+            {"state_dir", config_.state_dir()}});
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::WritePortFile() const {
+  if (config_.port_file().empty()) return absl::OkStatus();
+  const std::string tmp = config_.port_file() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "{\"grpc_port\":" << grpc_port_
+        << ",\"metrics_port\":" << metrics_port_ << ",\"pid\":" << ::getpid()
+        << "}\n";
+    if (!out) {
+      return absl::InternalError(absl::StrCat("port_file: cannot write ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), config_.port_file().c_str()) != 0) {
+    return absl::InternalError(
+        absl::StrCat("port_file: cannot rename to ", config_.port_file()));
+  }
+  return absl::OkStatus();
+}
+
+HttpResponse Daemon::HandleHttp(const std::string& path) {
+  HttpResponse r;
+  if (path == "/metrics") {
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    std::vector<ExternalMetric> ext;
+    if (core_ != nullptr) {
+      const PlanCacheStats c = core_->cache_stats();
+      ext.push_back({"rematd_plan_cache_hits_total", "Plan cache hits.",
+                     "counter", static_cast<double>(c.hits)});
+      ext.push_back({"rematd_plan_cache_misses_total", "Plan cache misses.",
+                     "counter", static_cast<double>(c.misses)});
+      ext.push_back({"rematd_plan_cache_evictions_total",
+                     "Plans evicted from the cache.", "counter",
+                     static_cast<double>(c.evictions)});
+      ext.push_back({"rematd_plan_cache_size", "Plans in the cache.", "gauge",
+                     static_cast<double>(c.size)});
+      ext.push_back({"rematd_models", "Registered models.", "gauge",
+                     static_cast<double>(core_->ListModels().size())});
+    }
+    if (wal_ != nullptr) {
+      ext.push_back({"rematd_wal_bytes", "Size of the write-ahead log.",
+                     "gauge", static_cast<double>(wal_->size_bytes())});
+    }
+    ext.push_back(
+        {"rematd_serving", "1 while serving.", "gauge", serving_ ? 1.0 : 0.0});
+    r.body = metrics_.RenderPrometheus(ext);
+    return r;
+  }
+  if (path == "/healthz") {
+    if (serving_) {
+      r.body = "SERVING\n";
+    } else {
+      r.status = 503;
+      r.body = "NOT_SERVING\n";
+    }
+    return r;
+  }
+  r.status = 404;
+  r.body = "not found; try /metrics or /healthz\n";
+  return r;
+}
+
+void Daemon::Shutdown() {
+  {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  serving_ = false;
+  if (server_ != nullptr) {
+    LogEvent(spdlog::level::info, "shutting_down",
+             {{"grace_seconds", config_.grace_seconds()}});
+    grpc::HealthCheckServiceInterface* health =
+        server_->GetHealthCheckService();
+    if (health != nullptr) {
+      health->SetServingStatus(false);
+      health->SetServingStatus(kPlannerServiceName, false);
+    }
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(
+                              config_.grace_seconds() * 1000));
+    server_->Shutdown(deadline);
+  }
+  if (http_ != nullptr) http_->Stop();
+  if (server_ != nullptr) {
+    LogEvent(spdlog::level::info, "stopped",
+             {{"wal_bytes", wal_ != nullptr ? wal_->size_bytes() : 0}});
+  }
+}
+
+void Daemon::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+}  // namespace remat

@@ -1,0 +1,76 @@
+// rematd as a library: the planning core, the gRPC server (Planner, health,
+// optional reflection), the metrics endpoint and the write-ahead log, with
+// the start and shutdown sequences. rematd_main.cc adds flags and signals;
+// benchmarks embed it directly.
+//
+// Start: bind every endpoint, health NOT_SERVING -> replay the log into the
+// core (refits; a torn or corrupt tail is cut off with a warning) -> health
+// SERVING -> write the port file.
+// Shutdown: health NOT_SERVING -> stop accepting, give in-flight calls up to
+// grace_seconds -> stop metrics. Every acknowledged write is already synced,
+// so there is nothing left to flush.
+//
+// Thread safety: Start once; Shutdown and Wait may be called from any
+// thread; Shutdown is idempotent.
+#ifndef REMAT_PLANNER_SERVICE_DAEMON_H_
+#define REMAT_PLANNER_SERVICE_DAEMON_H_
+
+#include <grpcpp/server.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "planner/core.h"
+#include "planner/service/http_server.h"
+#include "planner/service/metrics.h"
+#include "planner/service/service.h"
+#include "planner/service/wal.h"
+#include "proto/config.pb.h"
+
+namespace remat {
+
+class Daemon {
+ public:
+  // `config` must have passed ValidateDaemonConfig.
+  explicit Daemon(v1::DaemonConfig config);
+  ~Daemon();  // Shuts down.
+
+  absl::Status Start();
+  // Bound ports (after Start); 0 when that endpoint is off.
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  // What the log replay found (after Start).
+  const WalRecovery& recovery() const { return recovery_; }
+
+  void Shutdown();
+  // Blocks until the server has shut down.
+  void Wait();
+
+  PlannerCore& core() { return *core_; }
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  HttpResponse HandleHttp(const std::string& path);
+  absl::Status WritePortFile() const;
+
+  const v1::DaemonConfig config_;
+  std::unique_ptr<PlannerCore> core_;
+  Metrics metrics_;
+  std::unique_ptr<Wal> wal_;
+  std::unique_ptr<PlannerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
+  WalRecovery recovery_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  std::atomic<bool> serving_{false};
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_SERVICE_DAEMON_H_

@@ -1,0 +1,158 @@
+#include "planner/service/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace remat {
+namespace {
+
+std::string FormatValue(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  return absl::StrCat(v);
+}
+
+void Header(const std::string& name, const std::string& help,
+            const std::string& type, std::string* out) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type,
+                  "\n");
+}
+
+std::vector<double> LatencyBounds() {
+  // 10 us .. 1 s.
+  return {1e-5,   2.5e-5, 5e-5, 1e-4,   2.5e-4, 5e-4, 1e-3,
+          2.5e-3, 5e-3,   1e-2, 2.5e-2, 5e-2,   1e-1, 1};
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double value) {
+  const size_t i =
+      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  absl::MutexLock lock(&mu_);
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+uint64_t Histogram::count() const {
+  absl::MutexLock lock(&mu_);
+  return count_;
+}
+
+void Histogram::Render(const std::string& name, const std::string& labels,
+                       std::string* out) const {
+  absl::MutexLock lock(&mu_);
+  const std::string sep = labels.empty() ? "" : ",";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    const std::string le =
+        i < bounds_.size() ? FormatValue(bounds_[i]) : "+Inf";
+    absl::StrAppend(out, name, "_bucket{", labels, sep, "le=\"", le, "\"} ",
+                    cumulative, "\n");
+  }
+  const std::string braces =
+      labels.empty() ? "" : absl::StrCat("{", labels, "}");
+  absl::StrAppend(out, name, "_sum", braces, " ", FormatValue(sum_), "\n");
+  absl::StrAppend(out, name, "_count", braces, " ", count_, "\n");
+}
+
+Metrics::Metrics()
+    : plan_hit_seconds_(LatencyBounds()),
+      plan_miss_seconds_(LatencyBounds()),
+      peak_ratio_({0.5, 0.75, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2}) {}
+
+void Metrics::CountRequest(const std::string& method, const std::string& code) {
+  absl::MutexLock lock(&mu_);
+  ++requests_[{method, code}];
+}
+
+void Metrics::ObservePlanLatency(double seconds, bool from_cache) {
+  (from_cache ? plan_hit_seconds_ : plan_miss_seconds_).Observe(seconds);
+}
+
+void Metrics::ObservePeakRatio(double ratio) { peak_ratio_.Observe(ratio); }
+
+void Metrics::CountOutcome(bool out_of_memory) {
+  absl::MutexLock lock(&mu_);
+  ++outcomes_;
+  if (out_of_memory) ++oom_;
+}
+
+void Metrics::CountSamples(uint64_t n) {
+  absl::MutexLock lock(&mu_);
+  samples_ += n;
+}
+
+uint64_t Metrics::requests(const std::string& method,
+                           const std::string& code) const {
+  absl::MutexLock lock(&mu_);
+  auto it = requests_.find({method, code});
+  return it == requests_.end() ? 0 : it->second;
+}
+
+std::string Metrics::RenderPrometheus(
+    const std::vector<ExternalMetric>& external) const {
+  std::string out;
+  {
+    absl::MutexLock lock(&mu_);
+    Header("rematd_requests_total", "Finished RPCs by method and status code.",
+           "counter", &out);
+    for (const auto& kv : requests_) {
+      absl::StrAppend(&out, "rematd_requests_total{method=\"",
+                      EscapeLabelValue(kv.first.first), "\",code=\"",
+                      EscapeLabelValue(kv.first.second), "\"} ", kv.second,
+                      "\n");
+    }
+    Header("rematd_outcomes_total", "Step outcomes reported.", "counter", &out);
+    absl::StrAppend(&out, "rematd_outcomes_total ", outcomes_, "\n");
+    Header("rematd_oom_reports_total",
+           "Step outcomes reported as out of memory.", "counter", &out);
+    absl::StrAppend(&out, "rematd_oom_reports_total ", oom_, "\n");
+    Header("rematd_samples_total", "Samples accepted by ReportSamples.",
+           "counter", &out);
+    absl::StrAppend(&out, "rematd_samples_total ", samples_, "\n");
+  }
+  Header("rematd_plan_latency_seconds",
+         "GetPlan latency inside the daemon; result=miss includes estimating "
+         "and solving.",
+         "histogram", &out);
+  plan_hit_seconds_.Render("rematd_plan_latency_seconds", "result=\"hit\"",
+                           &out);
+  plan_miss_seconds_.Render("rematd_plan_latency_seconds", "result=\"miss\"",
+                            &out);
+  Header("rematd_peak_ratio",
+         "Reported measured peak divided by the plan's predicted peak.",
+         "histogram", &out);
+  peak_ratio_.Render("rematd_peak_ratio", "", &out);
+  for (const ExternalMetric& m : external) {
+    Header(m.name, m.help, m.type, &out);
+    absl::StrAppend(&out, m.name, " ", FormatValue(m.value), "\n");
+  }
+  return out;
+}
+
+}  // namespace remat

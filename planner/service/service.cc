@@ -1,0 +1,383 @@
+#include "planner/service/service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "planner/service/convert.h"
+#include "planner/service/logging.h"
+#include "planner/service/status_convert.h"
+
+namespace remat {
+namespace {
+
+absl::Status Required(const std::string& field) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
+}
+
+// Prefixes a core error with the name of the message field it came from,
+// keeping the code.
+absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+nlohmann::json FeaturesJson(const FeatureMap& map) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& kv : map) j[kv.first] = kv.second;
+  return j;
+}
+
+// Runs `fn`, turning any exception into INTERNAL: no request may take the
+// daemon down.
+template <typename Fn>
+absl::Status Guarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("internal error: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("internal error");
+  }
+}
+
+}  // namespace
+
+PlannerService::PlannerService(PlannerCore* core, Wal* wal, Metrics* metrics,
+                               ServiceLimits limits)
+    : core_(core), wal_(wal), metrics_(metrics), limits_(limits) {}
+
+absl::Status PlannerService::Log(const v1::WalRecord& record) {
+  if (wal_ == nullptr) return absl::OkStatus();
+  std::string payload;
+  if (!record.SerializeToString(&payload)) {
+    return absl::InternalError("cannot serialise the log record");
+  }
+  absl::Status s = wal_->Append(payload);
+  if (!s.ok()) {
+    LogEvent(spdlog::level::err, "wal_append_failed",
+             {{"error", std::string(s.message())}});
+    return absl::UnavailableError(
+        absl::StrCat("not durable, retry: ", s.message()));
+  }
+  return s;
+}
+
+grpc::Status PlannerService::Finish(const char* method,
+                                    const absl::Status& status) {
+  metrics_->CountRequest(method, absl::StatusCodeToString(status.code()));
+  return ToGrpcStatus(status);
+}
+
+#define REMAT_CHECK_READY(method)                                          \
+  if (!ready_) {                                                           \
+    return Finish(method, absl::UnavailableError(                          \
+                              "rematd is loading its state; retry soon")); \
+  }
+
+grpc::Status PlannerService::RegisterModel(
+    grpc::ServerContext*, const v1::RegisterModelRequest* request,
+    v1::RegisterModelResponse* response) {
+  REMAT_CHECK_READY("RegisterModel");
+  return Finish("RegisterModel",
+                Guarded([&] { return DoRegisterModel(*request, response); }));
+}
+
+grpc::Status PlannerService::ReportSamples(
+    grpc::ServerContext*, const v1::ReportSamplesRequest* request,
+    v1::ReportSamplesResponse* response) {
+  REMAT_CHECK_READY("ReportSamples");
+  return Finish("ReportSamples",
+                Guarded([&] { return DoReportSamples(*request, response); }));
+}
+
+grpc::Status PlannerService::GetPlan(grpc::ServerContext* context,
+                                     const v1::GetPlanRequest* request,
+                                     v1::GetPlanResponse* response) {
+  REMAT_CHECK_READY("GetPlan");
+  return Finish("GetPlan", Guarded([&] {
+                  return DoGetPlan(context, *request, response);
+                }));
+}
+
+grpc::Status PlannerService::ReportOutcome(
+    grpc::ServerContext*, const v1::ReportOutcomeRequest* request,
+    v1::ReportOutcomeResponse*) {
+  REMAT_CHECK_READY("ReportOutcome");
+  return Finish("ReportOutcome",
+                Guarded([&] { return DoReportOutcome(*request); }));
+}
+
+grpc::Status PlannerService::ExplainPlan(grpc::ServerContext*,
+                                         const v1::ExplainPlanRequest* request,
+                                         v1::ExplainPlanResponse* response) {
+  REMAT_CHECK_READY("ExplainPlan");
+  return Finish("ExplainPlan",
+                Guarded([&] { return DoExplainPlan(*request, response); }));
+}
+
+grpc::Status PlannerService::ListModels(grpc::ServerContext*,
+                                        const v1::ListModelsRequest*,
+                                        v1::ListModelsResponse* response) {
+  REMAT_CHECK_READY("ListModels");
+  return Finish(
+      "ListModels", Guarded([&] {
+        std::vector<std::string> names = core_->ListModels();
+        std::sort(names.begin(), names.end());
+        for (const std::string& name : names) {
+          auto state = core_->GetModelState(name);
+          if (!state.ok())
+            continue;  // raced with nothing: no
+                       // removals exist
+          v1::ModelSummary* m = response->add_models();
+          m->set_name(name);
+          m->set_num_blocks(static_cast<uint32_t>(state->spec.blocks.size()));
+          m->set_num_samples(state->num_samples);
+        }
+        return absl::OkStatus();
+      }));
+}
+
+grpc::Status PlannerService::GetModelState(
+    grpc::ServerContext*, const v1::GetModelStateRequest* request,
+    v1::GetModelStateResponse* response) {
+  REMAT_CHECK_READY("GetModelState");
+  return Finish("GetModelState",
+                Guarded([&] { return DoGetModelState(*request, response); }));
+}
+
+#undef REMAT_CHECK_READY
+
+absl::Status PlannerService::DoRegisterModel(
+    const v1::RegisterModelRequest& request,
+    v1::RegisterModelResponse* response) {
+  if (!request.has_model()) return Required("model");
+  const ModelSpec spec = ModelSpecFromProto(request.model());
+  if (spec.blocks.size() > static_cast<size_t>(limits_.max_blocks_per_model)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "model.blocks: ", spec.blocks.size(),
+        " blocks exceed limits.max_blocks_per_model (",
+        limits_.max_blocks_per_model, "); raise --max-blocks-per-model"));
+  }
+  if (auto s = ValidateModelSpec(spec); !s.ok()) return Prefixed(s, "model.");
+
+  absl::MutexLock lock(&register_mu_);
+  if (core_->GetModelSpec(spec.name).ok()) {
+    // Same shape: OK (idempotent, nothing to log); else ALREADY_EXISTS.
+    response->set_created(false);
+    return core_->RegisterModel(spec);
+  }
+  if (core_->ListModels().size() >= static_cast<size_t>(limits_.max_models)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("limits.max_models: the daemon already holds ",
+                     limits_.max_models, " models; raise --max-models"));
+  }
+  v1::WalRecord record;
+  *record.mutable_register_model() = request.model();
+  if (auto s = Log(record); !s.ok()) return s;
+  if (auto s = core_->RegisterModel(spec); !s.ok()) return s;
+  response->set_created(true);
+  LogEvent(spdlog::level::info, "model_registered",
+           {{"model", spec.name},
+            {"blocks", spec.blocks.size()},
+            {"features", spec.feature_names}});
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoReportSamples(
+    const v1::ReportSamplesRequest& request,
+    v1::ReportSamplesResponse* response) {
+  if (request.model().empty()) return Required("model");
+  if (request.samples_size() == 0) {
+    return absl::InvalidArgumentError(
+        "samples: empty; send at least one sample");
+  }
+  if (request.samples_size() > limits_.max_samples_per_request) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("samples: ", request.samples_size(),
+                     " samples exceed limits.max_samples_per_request (",
+                     limits_.max_samples_per_request, "); split the batch"));
+  }
+  auto spec = core_->GetModelSpec(request.model());
+  if (!spec.ok()) return spec.status();
+  std::vector<Sample> samples;
+  samples.reserve(request.samples_size());
+  for (int i = 0; i < request.samples_size(); ++i) {
+    auto sample = SampleFromProto(*spec, request.samples(i),
+                                  absl::StrCat("samples[", i, "]"));
+    if (!sample.ok()) return sample.status();
+    samples.push_back(*std::move(sample));
+  }
+  if (auto s = core_->AddSamples(request.model(), samples); !s.ok()) return s;
+  v1::WalRecord record;
+  *record.mutable_samples() = request;
+  if (auto s = Log(record); !s.ok()) return s;
+  metrics_->CountSamples(samples.size());
+  response->set_accepted(static_cast<uint32_t>(samples.size()));
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
+                                       const v1::GetPlanRequest& request,
+                                       v1::GetPlanResponse* response) {
+  const auto start = std::chrono::steady_clock::now();
+  if (request.model().empty()) return Required("model");
+  if (request.budget_bytes() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "budget_bytes: must be > 0, got ", request.budget_bytes()));
+  }
+  auto spec = core_->GetModelSpec(request.model());
+  if (!spec.ok()) return spec.status();
+  auto features = FeaturesFromMap(*spec, request.features(), "features");
+  if (!features.ok()) return features.status();
+  PlanRequest plan_request;
+  plan_request.model = request.model();
+  plan_request.features = *features;
+  plan_request.budget_bytes = request.budget_bytes();
+  plan_request.solver = request.solver();
+  auto result = core_->GetPlan(plan_request);
+  if (!result.ok()) {
+    if (absl::IsResourceExhausted(result.status())) {
+      // No plan fits: tell the caller the smallest reachable peak.
+      auto explained = core_->Explain(plan_request);
+      if (explained.ok() && explained->plan != nullptr) {
+        context->AddTrailingMetadata(
+            kSmallestPeakMetadataKey,
+            absl::StrCat(explained->plan->predicted_peak_bytes));
+      }
+      LogEvent(spdlog::level::info, "plan",
+               {{"model", request.model()},
+                {"features", FeaturesJson(request.features())},
+                {"budget_bytes", request.budget_bytes()},
+                {"decision", "NO_FIT"},
+                {"error", std::string(result.status().message())}});
+    }
+    return result.status();
+  }
+  PlanResultToProto(*spec, *result, response);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  metrics_->ObservePlanLatency(seconds, result->from_cache);
+  if (!LogEnabled(spdlog::level::info)) return absl::OkStatus();
+  int recomputed = 0;
+  int64_t predicted = 0;
+  if (result->plan != nullptr) {
+    predicted = result->plan->predicted_peak_bytes;
+    recomputed = static_cast<int>(std::count(result->plan->actions.begin(),
+                                             result->plan->actions.end(),
+                                             Action::kRecompute));
+  }
+  LogEvent(spdlog::level::info, "plan",
+           {{"model", request.model()},
+            {"features", FeaturesJson(request.features())},
+            {"budget_bytes", request.budget_bytes()},
+            {"decision", result->collect ? "COLLECT" : "PLAN"},
+            {"predicted_peak_bytes", predicted},
+            {"blocks_recomputed", recomputed},
+            {"from_cache", result->from_cache},
+            {"latency_us", static_cast<int64_t>(seconds * 1e6)}});
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoReportOutcome(
+    const v1::ReportOutcomeRequest& request) {
+  if (request.model().empty()) return Required("model");
+  if (request.measured_peak_bytes() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("measured_peak_bytes: must not be negative, got ",
+                     request.measured_peak_bytes()));
+  }
+  if (request.step_ns() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_ns: must not be negative, got ", request.step_ns()));
+  }
+  auto spec = core_->GetModelSpec(request.model());
+  if (!spec.ok()) return spec.status();
+  auto outcome = OutcomeFromProto(*spec, request);
+  if (!outcome.ok()) return outcome.status();
+  if (auto s = core_->ReportOutcome(*outcome); !s.ok()) return s;
+  v1::WalRecord record;
+  *record.mutable_outcome() = request;
+  if (auto s = Log(record); !s.ok()) return s;
+  metrics_->CountOutcome(request.out_of_memory());
+  if (request.has_predicted_peak_bytes() &&
+      request.predicted_peak_bytes() > 0 && request.measured_peak_bytes() > 0) {
+    metrics_->ObservePeakRatio(
+        static_cast<double>(request.measured_peak_bytes()) /
+        static_cast<double>(request.predicted_peak_bytes()));
+  }
+  if (request.out_of_memory()) {
+    LogEvent(spdlog::level::warn, "out_of_memory_reported",
+             {{"model", request.model()},
+              {"features", FeaturesJson(request.features())},
+              {"measured_peak_bytes", request.measured_peak_bytes()}});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoExplainPlan(
+    const v1::ExplainPlanRequest& request, v1::ExplainPlanResponse* response) {
+  if (request.model().empty()) return Required("model");
+  if (request.budget_bytes() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "budget_bytes: must be > 0, got ", request.budget_bytes()));
+  }
+  auto spec = core_->GetModelSpec(request.model());
+  if (!spec.ok()) return spec.status();
+  auto features = FeaturesFromMap(*spec, request.features(), "features");
+  if (!features.ok()) return features.status();
+  PlanRequest plan_request;
+  plan_request.model = request.model();
+  plan_request.features = *features;
+  plan_request.budget_bytes = request.budget_bytes();
+  plan_request.solver = request.solver();
+  auto result = core_->Explain(plan_request);
+  if (!result.ok()) return result.status();
+  ExplainResultToProto(*spec, *result, request.budget_bytes(), response);
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoGetModelState(
+    const v1::GetModelStateRequest& request,
+    v1::GetModelStateResponse* response) {
+  if (request.model().empty()) return Required("model");
+  auto state = core_->GetModelState(request.model());
+  if (!state.ok()) return state.status();
+  ModelStateToProto(*state, core_->cache_stats(), response);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyWalRecord(PlannerCore* core, const v1::WalRecord& record) {
+  switch (record.record_case()) {
+    case v1::WalRecord::kRegisterModel:
+      return core->RegisterModel(ModelSpecFromProto(record.register_model()));
+    case v1::WalRecord::kSamples: {
+      const v1::ReportSamplesRequest& r = record.samples();
+      auto spec = core->GetModelSpec(r.model());
+      if (!spec.ok()) return spec.status();
+      std::vector<Sample> samples;
+      for (int i = 0; i < r.samples_size(); ++i) {
+        auto sample = SampleFromProto(*spec, r.samples(i),
+                                      absl::StrCat("samples[", i, "]"));
+        if (!sample.ok()) return sample.status();
+        samples.push_back(*std::move(sample));
+      }
+      return core->AddSamples(r.model(), samples);
+    }
+    case v1::WalRecord::kOutcome: {
+      auto spec = core->GetModelSpec(record.outcome().model());
+      if (!spec.ok()) return spec.status();
+      auto outcome = OutcomeFromProto(*spec, record.outcome());
+      if (!outcome.ok()) return outcome.status();
+      return core->ReportOutcome(*outcome);
+    }
+    case v1::WalRecord::RECORD_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("empty log record");
+}
+
+}  // namespace remat

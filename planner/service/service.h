@@ -1,0 +1,107 @@
+// The remat.v1.Planner service: translates each RPC into PlannerCore calls
+// (planner/service/convert.h), makes accepted writes durable in the
+// write-ahead log before acknowledging them, enforces the daemon's limits,
+// and records metrics and one log line per plan decision. No planning logic
+// lives here.
+//
+// Write ordering: RegisterModel holds a mutex across "log, then register"
+// so a registration always precedes its model's samples in the log.
+// ReportSamples and ReportOutcome apply to the core first (which validates,
+// all or nothing), then log; OK is returned only after the log is synced.
+// If logging fails the call returns UNAVAILABLE and the data may be in
+// memory without being durable: the client must retry (duplicates are
+// possible, losses are not).
+//
+// Thread safety: every RPC may run concurrently.
+#ifndef REMAT_PLANNER_SERVICE_SERVICE_H_
+#define REMAT_PLANNER_SERVICE_SERVICE_H_
+
+#include <atomic>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "planner/core.h"
+#include "planner/service/metrics.h"
+#include "planner/service/wal.h"
+#include "proto/remat.grpc.pb.h"
+#include "proto/wal.pb.h"
+
+namespace remat {
+
+struct ServiceLimits {
+  int max_models = 256;
+  int max_blocks_per_model = kMaxBlocks;
+  int max_samples_per_request = 10000;
+};
+
+// Trailing metadata key on a GetPlan RESOURCE_EXHAUSTED that means "no plan
+// fits": the smallest reachable predicted peak, in bytes (decimal).
+inline constexpr char kSmallestPeakMetadataKey[] = "remat-smallest-peak-bytes";
+
+class PlannerService final : public v1::Planner::Service {
+ public:
+  // `core` and `metrics` must outlive the service; `wal` may be null (no
+  // state dir: nothing is durable) and, when set, must outlive it too.
+  PlannerService(PlannerCore* core, Wal* wal, Metrics* metrics,
+                 ServiceLimits limits);
+
+  // Until ready, every RPC answers UNAVAILABLE ("loading state").
+  void SetReady(bool ready) { ready_ = ready; }
+
+  grpc::Status RegisterModel(grpc::ServerContext* context,
+                             const v1::RegisterModelRequest* request,
+                             v1::RegisterModelResponse* response) override;
+  grpc::Status ReportSamples(grpc::ServerContext* context,
+                             const v1::ReportSamplesRequest* request,
+                             v1::ReportSamplesResponse* response) override;
+  grpc::Status GetPlan(grpc::ServerContext* context,
+                       const v1::GetPlanRequest* request,
+                       v1::GetPlanResponse* response) override;
+  grpc::Status ReportOutcome(grpc::ServerContext* context,
+                             const v1::ReportOutcomeRequest* request,
+                             v1::ReportOutcomeResponse* response) override;
+  grpc::Status ExplainPlan(grpc::ServerContext* context,
+                           const v1::ExplainPlanRequest* request,
+                           v1::ExplainPlanResponse* response) override;
+  grpc::Status ListModels(grpc::ServerContext* context,
+                          const v1::ListModelsRequest* request,
+                          v1::ListModelsResponse* response) override;
+  grpc::Status GetModelState(grpc::ServerContext* context,
+                             const v1::GetModelStateRequest* request,
+                             v1::GetModelStateResponse* response) override;
+
+ private:
+  absl::Status DoRegisterModel(const v1::RegisterModelRequest& request,
+                               v1::RegisterModelResponse* response);
+  absl::Status DoReportSamples(const v1::ReportSamplesRequest& request,
+                               v1::ReportSamplesResponse* response);
+  absl::Status DoGetPlan(grpc::ServerContext* context,
+                         const v1::GetPlanRequest& request,
+                         v1::GetPlanResponse* response);
+  absl::Status DoReportOutcome(const v1::ReportOutcomeRequest& request);
+  absl::Status DoExplainPlan(const v1::ExplainPlanRequest& request,
+                             v1::ExplainPlanResponse* response);
+  absl::Status DoGetModelState(const v1::GetModelStateRequest& request,
+                               v1::GetModelStateResponse* response);
+
+  // Appends to the WAL when there is one; UNAVAILABLE when it fails.
+  absl::Status Log(const v1::WalRecord& record);
+  // Counts the call and converts the status.
+  grpc::Status Finish(const char* method, const absl::Status& status);
+
+  PlannerCore* const core_;
+  Wal* const wal_;
+  Metrics* const metrics_;
+  const ServiceLimits limits_;
+  std::atomic<bool> ready_{false};
+  absl::Mutex register_mu_;  // orders registrations in the log
+};
+
+// Applies one replayed log record to `core` (no logging). Errors are what
+// the core said; replay logs them and moves on.
+absl::Status ApplyWalRecord(PlannerCore* core, const v1::WalRecord& record);
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_SERVICE_SERVICE_H_

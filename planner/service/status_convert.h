@@ -1,0 +1,20 @@
+// The one place that converts between absl::Status (the planning core, the
+// client's API) and grpc::Status (the wire). Both use the canonical codes,
+// so the mapping is the identity on codes and messages.
+//
+// Thread safety: pure functions.
+#ifndef REMAT_PLANNER_SERVICE_STATUS_CONVERT_H_
+#define REMAT_PLANNER_SERVICE_STATUS_CONVERT_H_
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+
+namespace remat {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_SERVICE_STATUS_CONVERT_H_

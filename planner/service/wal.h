@@ -1,0 +1,85 @@
+// A write-ahead log: an append-only file of length- and checksum-framed
+// records that rematd replays on start.
+//
+// File format: the 8-byte magic "RMTWAL01", then records, each
+//   u32 little-endian payload length | u32 little-endian CRC-32C of
+//   (the 4 length bytes + payload) | payload
+// A record is valid when it is complete and its checksum matches. Replay
+// stops at the first invalid record (a torn write from a crash, or
+// corruption); Open truncates the file there, so later appends are never
+// hidden behind garbage, and reports how many bytes it dropped.
+//
+// Durability: Append returns OK only after the record is written and
+// fdatasync'd. Concurrent Appends share one write+fdatasync (group commit):
+// a caller is acknowledged only once a sync that covered its record has
+// completed. After a failed write or sync the log is broken and every
+// later Append fails (the file's tail is unknown until the next Open).
+//
+// Thread safety: Append may be called concurrently; Open and the destructor
+// may not overlap with anything.
+#ifndef REMAT_PLANNER_SERVICE_WAL_H_
+#define REMAT_PLANNER_SERVICE_WAL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace remat {
+
+struct WalRecovery {
+  uint64_t records = 0;        // valid records replayed
+  uint64_t valid_bytes = 0;    // file size kept (magic included)
+  uint64_t dropped_bytes = 0;  // torn or corrupt tail cut off
+  std::string dropped_reason;  // why the tail was dropped; empty if none
+};
+
+class Wal {
+ public:
+  // Records longer than this are refused by Append and, when read, treated
+  // as corruption.
+  static constexpr uint32_t kMaxRecordBytes = 256u << 20;
+
+  // Opens or creates `path` (its directory must exist), calls `replay` for
+  // every valid record in order, truncates an invalid tail, and leaves the
+  // log ready to append. FAILED_PRECONDITION when the file is not a log
+  // (bad magic); INTERNAL for I/O errors (naming the path).
+  static absl::StatusOr<std::unique_ptr<Wal>> Open(
+      const std::string& path,
+      const std::function<void(absl::string_view)>& replay,
+      WalRecovery* recovery);
+
+  ~Wal();
+  Wal(const Wal&) = delete;
+  Wal& operator=(const Wal&) = delete;
+
+  // Appends one record and makes it durable. INVALID_ARGUMENT when it is
+  // larger than kMaxRecordBytes; INTERNAL when the write or sync failed.
+  absl::Status Append(absl::string_view payload);
+
+  const std::string& path() const { return path_; }
+  uint64_t size_bytes() const;
+
+ private:
+  Wal(std::string path, int fd, uint64_t size);
+
+  const std::string path_;
+  const int fd_;
+
+  mutable absl::Mutex mu_;
+  std::string pending_ ABSL_GUARDED_BY(mu_);  // framed, not yet written
+  uint64_t appended_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t synced_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool syncing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  uint64_t size_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_SERVICE_WAL_H_

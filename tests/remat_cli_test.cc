@@ -1,0 +1,215 @@
+// The remat CLI binary against a real rematd: every daemon subcommand, both
+// output formats, and the documented exit codes; rematd --validate-config
+// on the example config and on bad ones.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "client/remote_planner.h"
+#include "nlohmann/json.hpp"
+#include "tests/daemon_harness.h"
+
+namespace remat {
+namespace {
+
+using testing::CommandResult;
+using testing::DaemonProcess;
+using testing::RunCommand;
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+CommandResult Remat(std::vector<std::string> args) {
+  args.insert(args.begin(), testing::Runfile("client/remat"));
+  return RunCommand(args);
+}
+
+TEST_CASE("remat subcommands against a real daemon") {
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start({}).ok());
+  const std::string addr = daemon.address();
+  const ModelSpec spec = testing::TestModel("bert", 4);
+  {
+    RemotePlannerOptions o;
+    o.address = addr;
+    RemotePlanner planner(o);
+    REQUIRE(planner.RegisterModel(spec).ok());
+    REQUIRE(planner.ReportSamples("bert", testing::TestSampleGrid(spec)).ok());
+  }
+
+  CommandResult r = Remat({"health", "--address", addr});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.out == "SERVING\n");
+
+  r = Remat({"models", "--address", addr});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(Contains(r.out, "MODEL"));
+  REQUIRE(Contains(r.out, "bert"));
+  r = Remat({"models", "--address", addr, "-o", "json"});
+  REQUIRE(r.exit_code == 0);
+  auto models = nlohmann::json::parse(r.out);
+  REQUIRE(models["models"][0]["name"] == "bert");
+  REQUIRE(models["models"][0]["num_blocks"] == spec.blocks.size());
+
+  r = Remat({"model", "bert", "--address", addr});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(Contains(r.out, "samples"));
+  REQUIRE(Contains(r.out, "layer0"));
+  r = Remat({"model", "bert", "--address", addr, "-o", "json"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(nlohmann::json::parse(r.out)["num_samples"] ==
+          "32");  // uint64 as string
+
+  const std::vector<std::string> plan_args = {
+      "--address", addr,      "--model",   "bert",
+      "--feature", "seq=384", "--feature", "batch=4"};
+  auto with = [&](std::vector<std::string> head,
+                  std::vector<std::string> tail) {
+    head.insert(head.end(), plan_args.begin(), plan_args.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  r = Remat(with({"plan"}, {"--budget", "6GiB"}));
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(Contains(r.out, "decision"));
+  REQUIRE(Contains(r.out, "PLAN"));
+  REQUIRE(Contains(r.out, "batch=4 seq=384"));
+  r = Remat(with({"plan"}, {"--budget", "6GiB", "-o", "json"}));
+  REQUIRE(r.exit_code == 0);
+  auto plan = nlohmann::json::parse(r.out);
+  REQUIRE(plan["decision"] == "PLAN");
+  REQUIRE(plan["from_cache"] == true);  // the table call above cached it
+  REQUIRE(plan["plan"]["blocks"].size() == spec.blocks.size());
+
+  // Exit 3: no plan fits (plan and explain).
+  r = Remat(with({"plan"}, {"--budget", "1MiB"}));
+  REQUIRE(r.exit_code == 3);
+  REQUIRE(Contains(r.err, "no plan fits"));
+  r = Remat(with({"explain"}, {"--budget", "1MiB"}));
+  REQUIRE(r.exit_code == 3);
+  REQUIRE(Contains(r.out, "NO"));
+  REQUIRE(Contains(r.out, "REASON"));
+  r = Remat(with({"explain"}, {"--budget", "6GiB", "-o", "json"}));
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(nlohmann::json::parse(r.out)["plan"]["feasible"] == true);
+
+  // Exit 5: rejected.
+  r = Remat({"model", "nope", "--address", addr});
+  REQUIRE(r.exit_code == 5);
+  REQUIRE(Contains(r.err, "NOT_FOUND"));
+  r = Remat({"plan", "--address", addr, "--model", "bert", "--feature",
+             "seq=384", "--budget", "6GiB"});
+  REQUIRE(r.exit_code == 5);
+  REQUIRE(Contains(r.err, "batch"));
+
+  // Exit 2: usage.
+  REQUIRE(Remat(with({"plan"}, {"--budget", "lots"})).exit_code == 2);
+  REQUIRE(Remat({"plan", "--address", addr, "--model", "bert", "--feature",
+                 "seq", "--budget", "1GiB"})
+              .exit_code == 2);
+  REQUIRE(Remat(with({"plan"}, {})).exit_code == 2);  // no --budget
+  REQUIRE(Remat({"models", "-o", "yaml"}).exit_code == 2);
+  REQUIRE(Remat({"frobnicate"}).exit_code == 2);
+  REQUIRE(Remat({}).exit_code == 2);
+
+  // --help documents the exit codes.
+  r = Remat({"--help"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(Contains(r.out, "4  daemon unreachable"));
+  r = Remat({"plan", "--help"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(Contains(r.out, "plan, explain: no plan fits the budget"));
+
+  // Exit 4: unreachable.
+  REQUIRE(daemon.Signal(SIGTERM) == 0);
+  r = Remat({"health", "--address", addr});
+  REQUIRE(r.exit_code == 4);
+  REQUIRE(Contains(r.err, "is rematd running"));
+  REQUIRE(Remat({"models", "--address", "unix:/nonexistent/rematd.sock"})
+              .exit_code == 4);
+}
+
+std::string Rematd() { return testing::Runfile("planner/service/rematd"); }
+
+TEST_CASE("rematd --validate-config") {
+  CommandResult r =
+      RunCommand({Rematd(), "--validate-config", "--config",
+                  testing::Runfile("deploy/rematd.example.json")});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(Contains(r.out, "configuration OK"));
+
+  r = RunCommand({Rematd(), "--validate-config", "--listen", "0.0.0.0:7421"});
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(Contains(r.err, "listen (--listen)"));
+  REQUIRE(RunCommand({Rematd(), "--validate-config", "--listen", "0.0.0.0:7421",
+                      "--allow-non-loopback"})
+              .exit_code == 0);
+
+  const std::string bad = testing::MakeTempDir() + "/bad.json";
+  std::ofstream(bad) << R"({"core": {"margin_fraction": 2}})";
+  r = RunCommand({Rematd(), "--validate-config", "--config", bad});
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(Contains(r.err, "core.margin_fraction"));
+
+  std::ofstream(bad) << R"({"metrics_prot": 1})";
+  r = RunCommand({Rematd(), "--validate-config", "--config", bad});
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(Contains(r.err, "metrics_prot"));
+
+  r = RunCommand({Rematd(), "--no-such-flag"});
+  REQUIRE(r.exit_code == 2);
+  r = RunCommand({Rematd(), "--help"});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(Contains(r.out, "127.0.0.1:7421"));
+}
+
+}  // namespace
+}  // namespace remat
+
+namespace remat {
+namespace {
+
+TEST_CASE("rematd --log-format json writes one JSON object per line") {
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start({"", "", {"--log-format", "json"}}).ok());
+  const ModelSpec spec = testing::TestModel("bert", 3);
+  RemotePlannerOptions o;
+  o.address = daemon.address();
+  o.get_plan_deadline = std::chrono::milliseconds(10000);
+  RemotePlanner planner(o);
+  REQUIRE(planner.RegisterModel(spec).ok());
+  REQUIRE(planner.ReportSamples("bert", testing::TestSampleGrid(spec)).ok());
+  REQUIRE(planner.GetPlan({"bert", {4, 256}, int64_t{1} << 30, ""}).ok());
+  REQUIRE(planner.GetPlan({"bert", {4, 256}, int64_t{1} << 30, ""}).ok());
+  REQUIRE(daemon.Signal(SIGTERM) == 0);
+
+  std::istringstream lines(daemon.log());
+  std::string line;
+  int plans = 0, parsed = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    INFO(line);
+    REQUIRE_FALSE(j.is_discarded());
+    ++parsed;
+    REQUIRE(j.contains("time"));
+    REQUIRE(j.contains("level"));
+    if (j["msg"] == "plan") {
+      REQUIRE(j["model"] == "bert");
+      REQUIRE(j["features"]["seq"] == 256.0);
+      REQUIRE(j["budget_bytes"] == int64_t{1} << 30);
+      REQUIRE(j["predicted_peak_bytes"].get<int64_t>() > 0);
+      REQUIRE(j.contains("blocks_recomputed"));
+      REQUIRE(j["from_cache"] == (plans == 1));
+      ++plans;
+    }
+  }
+  REQUIRE(plans == 2);
+  REQUIRE(parsed >= 5);  // model_registered, state_loaded, serving, plans, ...
+}
+
+}  // namespace
+}  // namespace remat
