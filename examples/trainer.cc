@@ -1,0 +1,157 @@
+#include "examples/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include <torch/torch.h>
+
+#include "client/runtime.h"
+#include "collector/cpu_memory_tracker.h"
+#include "planner/solver.h"
+#include "planner/units.h"
+
+namespace remat {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  Impl(const TrainerOptions& o, Planner* planner)
+      : options(o),
+        generator(at::detail::createCPUGenerator(o.seed)),
+        model(RuntimeOptions().model_name("encoder").feature_names(
+            {"batch", "seq"})),
+        planned(nullptr) {
+    torch::manual_seed(o.seed);
+    for (NamedBlock& b : MakeEncoderBlocks(o.model)) {
+      model->push_back(b.name, std::move(b.module), b.checkpointable);
+    }
+    model->train();
+    PlanChooserOptions chooser;
+    chooser.solver = o.solver;
+    planned = std::make_unique<PlannedModel>(
+        model, planner,
+        PlannedModelOptions().memory(&memory).chooser(chooser));
+    optimizer = std::make_unique<torch::optim::SGD>(
+        model->parameters(), torch::optim::SGDOptions(o.learning_rate));
+  }
+
+  TrainerOptions options;
+  torch::Generator generator;
+  CpuMemoryTracker memory;
+  CheckpointedSequential model;
+  std::unique_ptr<PlannedModel> planned;
+  std::unique_ptr<torch::optim::SGD> optimizer;
+  int steps = 0;
+};
+
+Trainer::Trainer(const TrainerOptions& options, Planner* planner)
+    : impl_(std::make_unique<Impl>(options, planner)) {}
+
+Trainer::~Trainer() = default;
+
+StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
+  auto [ids, labels] = MakeTokenBatch(impl_->options.model, shape.batch,
+                                      shape.seq, impl_->generator);
+  StepRecord r;
+  r.step = ++impl_->steps;
+  r.batch = shape.batch;
+  r.seq = shape.seq;
+  r.budget_bytes = budget_bytes;
+
+  const auto start = std::chrono::steady_clock::now();
+  impl_->optimizer->zero_grad();
+  auto step = impl_->planned->BeginStep(
+      {static_cast<double>(shape.batch), static_cast<double>(shape.seq)},
+      budget_bytes);
+  r.plan_ms = MsSince(start);
+  torch::Tensor loss =
+      torch::nn::functional::cross_entropy(step->forward(ids), labels);
+  loss.backward();
+  const auto finish = std::chrono::steady_clock::now();
+  step->Finish().IgnoreError();  // the runtime warns; training goes on
+  r.plan_ms += MsSince(finish);
+  impl_->optimizer->step();
+  r.step_ms = MsSince(start);
+
+  const PlanChoice& choice = step->choice();
+  r.collect = choice.collect();
+  r.plan = choice.source == PlanSource::kPlanner ||
+                   choice.source == PlanSource::kLocalCache
+               ? choice.solver
+               : PlanSourceName(choice.source);
+  r.blocks = static_cast<int>(choice.actions.size());
+  for (Action a : choice.actions) r.recomputed_blocks += a == Action::kRecompute;
+  r.predicted_peak_bytes = choice.predicted_peak_bytes;
+  r.measured_peak_bytes = step->measured_peak_bytes().value_or(0);
+  r.loss = loss.item<double>();
+  return r;
+}
+
+int64_t Trainer::NoCheckpointPeakBytes(const BatchShape& shape) {
+  auto [ids, labels] = MakeTokenBatch(impl_->options.model, shape.batch,
+                                      shape.seq, impl_->generator);
+  impl_->optimizer->zero_grad();
+  CheckpointedSequential& model = impl_->model;
+  // Gradients are allocated during backward, as in a real step.
+  for (torch::Tensor& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  const int64_t resident =
+      model->resident_bytes() + static_cast<int64_t>(ids.storage().nbytes());
+  int64_t peak = 0;
+  {
+    auto attached = impl_->memory.Attach();
+    impl_->memory.reset_peak();
+    const int64_t begin = impl_->memory.current_bytes();
+    torch::Tensor loss =
+        torch::nn::functional::cross_entropy(model->forward(ids), labels);
+    loss.backward();
+    peak = resident + impl_->memory.peak_bytes() - begin;
+  }
+  impl_->optimizer->zero_grad();
+  return peak;
+}
+
+FixedPlanner::FixedPlanner(std::string solver) : solver_(std::move(solver)) {}
+
+absl::Status FixedPlanner::RegisterModel(const ModelSpec& spec) {
+  spec_ = spec;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlanResult> FixedPlanner::GetPlan(const PlanRequest& request) {
+  auto solver = NewSolver(solver_);
+  if (!solver.ok()) return solver.status();
+  PlanProblem problem;  // sizes do not matter to a budget-blind solver
+  problem.budget_bytes = request.budget_bytes;
+  for (const BlockSpec& b : spec_.blocks) {
+    problem.blocks.push_back({b.name, 0, 0, 0, b.checkpointable});
+  }
+  PlanResult result;
+  result.plan = std::make_shared<Plan>((*solver)->Solve(problem));
+  for (double f : request.features) result.bucket.push_back(f);
+  return result;
+}
+
+std::string FormatStep(const StepRecord& r, int total_steps) {
+  char line[320];
+  const std::string predicted =
+      r.predicted_peak_bytes > 0 ? FormatBytes(r.predicted_peak_bytes) : "-";
+  std::snprintf(line, sizeof line,
+                "step %4d/%d  batch %2lld seq %3lld  %-13s recompute %2d/%-2d "
+                " peak %9s pred / %9s meas / %9s budget  %7.1f ms  loss %.3f%s",
+                r.step, total_steps, static_cast<long long>(r.batch),
+                static_cast<long long>(r.seq), r.plan.c_str(),
+                r.recomputed_blocks, r.blocks, predicted.c_str(),
+                FormatBytes(r.measured_peak_bytes).c_str(),
+                FormatBytes(r.budget_bytes).c_str(), r.step_ms, r.loss,
+                r.over_budget() ? "  OVER BUDGET" : "");
+  return line;
+}
+
+}  // namespace remat

@@ -1,0 +1,95 @@
+// The demo trainer: trains the encoder classifier (encoder.h) on the
+// synthetic workload (workload.h) through the checkpoint runtime, one plan
+// per batch, and records what each step did. Shared by the `train` binary
+// and the end-to-end strategy benchmark.
+//
+// Memory is measured with the CPU memory source (exact bytes from
+// LibTorch's allocator). A step's peak counts the parameters, their
+// gradients and the batch plus everything allocated during forward and
+// backward; the budget applies to that number.
+#ifndef REMAT_EXAMPLES_TRAINER_H_
+#define REMAT_EXAMPLES_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/planner.h"
+#include "examples/encoder.h"
+#include "examples/workload.h"
+
+namespace remat {
+
+struct TrainerOptions {
+  EncoderOptions model;
+  WorkloadOptions workload;
+  double learning_rate = 0.05;  // SGD: no optimizer state to account for
+  uint64_t seed = 1;            // model initialisation and token data
+  // The solver the planner is asked for (empty: the planner's default).
+  std::string solver;
+};
+
+// What one training step did.
+struct StepRecord {
+  int step = 0;
+  int64_t batch = 0;
+  int64_t seq = 0;
+  std::string plan;  // "collect", the solver's name, "safe", "last_good"
+  bool collect = false;
+  int recomputed_blocks = 0;
+  int blocks = 0;
+  int64_t predicted_peak_bytes = 0;  // 0 when the plan has no prediction
+  int64_t measured_peak_bytes = 0;
+  int64_t budget_bytes = 0;
+  double step_ms = 0;  // forward + backward + optimizer, planning included
+  double plan_ms = 0;  // choosing the plan and reporting results
+  double loss = 0;
+  bool over_budget() const { return measured_peak_bytes > budget_bytes; }
+};
+
+class Trainer {
+ public:
+  // `planner` must outlive the trainer.
+  Trainer(const TrainerOptions& options, Planner* planner);
+  ~Trainer();
+
+  // Runs one training step on a fresh batch of `shape` under `budget_bytes`.
+  StepRecord Step(const BatchShape& shape, int64_t budget_bytes);
+
+  // The measured peak of one step at `shape` with no checkpointing, without
+  // updating the model: what a budget is a fraction of.
+  int64_t NoCheckpointPeakBytes(const BatchShape& shape);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A planner for the budget-blind strategies ("none", "all", "sqrt"): it
+// answers every request with that solver's plan and never collects.
+class FixedPlanner final : public Planner {
+ public:
+  explicit FixedPlanner(std::string solver);
+  absl::Status RegisterModel(const ModelSpec& spec) override;
+  absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request) override;
+  absl::Status ReportSamples(const std::string&,
+                             const std::vector<Sample>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status ReportOutcome(const Outcome&) override {
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string solver_;
+  ModelSpec spec_;
+};
+
+// One line per step for people: features, plan, predicted vs measured peak,
+// time, loss, and a loud mark when the step broke the budget.
+std::string FormatStep(const StepRecord& r, int total_steps);
+
+}  // namespace remat
+
+#endif  // REMAT_EXAMPLES_TRAINER_H_
