@@ -34,9 +34,9 @@ double Percentile(std::vector<double> v, double q) {
 
 int main(int argc, char** argv) {
   remat::TrainerOptions options;
-  int steps = 60;
+  int steps = 100;
   std::string budget_text;
-  double budget_fraction = 0.6;
+  double budget_fraction = remat::kDefaultBudgetFraction;
   std::string planner_address;
   int threads = 0;
 

@@ -21,6 +21,10 @@
 
 namespace remat {
 
+// The default budget: this fraction of the no-checkpoint peak at the
+// longest sequence, so long batches must recompute and short ones need not.
+inline constexpr double kDefaultBudgetFraction = 0.45;
+
 struct TrainerOptions {
   EncoderOptions model;
   WorkloadOptions workload;
