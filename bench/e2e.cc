@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   int steps = 120;
   double budget_fraction = kDefaultBudgetFraction;
   std::string svg_path = "bench/e2e.svg";
+  bool verbose = false;
   std::vector<std::string> names = {"none",          "all",  "sqrt",
                                     "static_max", "mimose_greedy", "exact"};
   CLI::App app{"End-to-end strategy benchmark on the demo trainer (CPU)."};
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
   app.add_option("--svg", svg_path,
                  "where to write the chart (relative to the workspace under "
                  "bazel run; empty: none)")->capture_default_str();
+  app.add_flag("-v,--verbose", verbose, "print every step to stderr");
   CLI11_PARSE(app, argc, argv);
   options.workload.seed = options.seed;
 
@@ -97,6 +99,10 @@ int main(int argc, char** argv) {
   for (const BatchShape& shape : shapes) {
     for (Strategy& s : strategies) {
       s.records.push_back(s.trainer->Step(shape, budget_bytes));
+      if (verbose) {
+        std::fprintf(stderr, "%-13s %s\n", s.name.c_str(),
+                     FormatStep(s.records.back(), steps).c_str());
+      }
     }
   }
 

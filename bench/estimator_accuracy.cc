@@ -16,8 +16,9 @@
 // The ground truth of a step is its measured keep-all peak: base plus every
 // block's measured act_bytes (the memory model with nothing recomputed). With
 // --trace, a recorded trace replaces the generator: the truth is peak_bytes
-// when the row has it, else base_bytes (0 when absent) plus the row's
-// act_bytes.
+// when the row has it, predicted under the plan the row ran (a collected
+// step runs the safe plan: every checkpointable block recomputed), else
+// base_bytes (0 when absent) plus the row's act_bytes under keep-all.
 //
 // Output: one JSON line per estimator. Errors are over every held-out
 // sample, trusted or not; untrusted_rate says how many the estimator flagged.
@@ -163,11 +164,18 @@ int Evaluate(const std::string& kind, const ModelSpec& model,
     std::cerr << kind << ": " << s << "\n";
     return 1;
   }
+  const bool synthetic = source == "synthetic";
   const std::vector<Action> keep_all(model.blocks.size(), Action::kKeep);
+  std::vector<Action> safe;
+  for (const BlockSpec& b : model.blocks) {
+    safe.push_back(b.checkpointable ? Action::kRecompute : Action::kKeep);
+  }
   std::vector<double> rel_err, trusted_err, slack;
   int misses = 0, untrusted = 0;
   for (const Sample& s : test) {
-    auto peak = estimator->PredictPeakBytes(s.features, keep_all);
+    const bool collected = !synthetic && s.peak_bytes.has_value();
+    auto peak =
+        estimator->PredictPeakBytes(s.features, collected ? safe : keep_all);
     auto prediction = estimator->Predict(s.features);
     if (!peak.ok() || !prediction.ok()) {
       std::cerr << kind << ": "
@@ -186,7 +194,6 @@ int Evaluate(const std::string& kind, const ModelSpec& model,
     }
   }
   const double n = static_cast<double>(test.size());
-  const bool synthetic = source == "synthetic";
   nlohmann::json out = {
       {"bench", "estimator_accuracy"},
       {"estimator", kind},

@@ -7,6 +7,7 @@
 
 #include "client/runtime.h"
 #include "collector/cpu_memory_tracker.h"
+#include "collector/trace_recorder.h"
 #include "planner/solver.h"
 #include "planner/units.h"
 
@@ -35,9 +36,14 @@ struct Trainer::Impl {
     model->train();
     PlanChooserOptions chooser;
     chooser.solver = o.solver;
+    if (!o.trace_path.empty()) {
+      trace = std::make_unique<TraceRecorder>(
+          model->spec(), std::make_unique<CsvFileTraceSink>(o.trace_path));
+    }
     planned = std::make_unique<PlannedModel>(
         model, planner,
-        PlannedModelOptions().memory(&memory).chooser(chooser));
+        PlannedModelOptions().memory(&memory).chooser(chooser).trace(
+            trace.get()));
     optimizer = std::make_unique<torch::optim::SGD>(
         model->parameters(), torch::optim::SGDOptions(o.learning_rate));
   }
@@ -46,6 +52,7 @@ struct Trainer::Impl {
   torch::Generator generator;
   CpuMemoryTracker memory;
   CheckpointedSequential model;
+  std::unique_ptr<TraceRecorder> trace;
   std::unique_ptr<PlannedModel> planned;
   std::unique_ptr<torch::optim::SGD> optimizer;
   int steps = 0;

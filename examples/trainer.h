@@ -32,6 +32,9 @@ struct TrainerOptions {
   uint64_t seed = 1;            // model initialisation and token data
   // The solver the planner is asked for (empty: the planner's default).
   std::string solver;
+  // When set, collected samples are appended to this trace CSV (the format
+  // bench:estimator_accuracy --trace replays).
+  std::string trace_path;
 };
 
 // What one training step did.

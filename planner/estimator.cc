@@ -18,9 +18,14 @@
 //
 // Calibration (both): ReportPeak records the shortfall of the measured peak
 // below the point prediction of the memory model (0 when the prediction was
-// high enough) and calibration_bytes is the largest of the last 64 such
-// shortfalls: a too-low prediction makes the next ones safer at once, and
-// the correction decays only as later steps show it is no longer needed.
+// high enough), as a fraction of the batch's keep-all footprint (base plus
+// every block's activations); the calibration fraction is the largest of
+// the last 64. A query's calibration_bytes is that fraction of its own
+// keep-all footprint: what the model misses (backward's transient buffers,
+// allocator slack) grows with the batch, so a long batch's shortfall does
+// not tax every short one, yet a too-low prediction makes the next ones
+// safer at once, and the correction decays only as later steps show it is no
+// longer needed.
 
 #include "planner/estimator.h"
 
@@ -73,7 +78,10 @@ constexpr double kFloorFraction = 1e-3;
 // Term selection looks at this many rows (distinct feature vectors) at most.
 constexpr Eigen::Index kMaxSelectionRows = 48;
 // ReportPeak remembers this many shortfalls; calibration is their maximum.
+// (Shortfalls are fractions of the keep-all footprint, see above.)
 constexpr size_t kCalibrationWindow = 64;
+// A measured peak 2^20 times the footprint is a broken report, not memory.
+constexpr double kMaxCalibrationFraction = 1 << 20;
 
 enum class Kind { kRemat, kMimose };
 
@@ -178,7 +186,9 @@ class FittedEstimator final : public Estimator {
       p.blocks[b].forward_ns = Evaluate(block_models_[b][kForward], basis);
     }
     p.base_bytes = Evaluate(base_model_, basis);
-    p.calibration_bytes = calibration_bytes_;
+    double footprint_bytes = p.base_bytes.value;
+    for (const BlockEstimate& b : p.blocks) footprint_bytes += b.act_bytes.value;
+    p.calibration_bytes = CalibrationBytes(footprint_bytes);
 
     std::vector<std::string> reasons;
     if (num_distinct_ < min_distinct_) {
@@ -213,15 +223,18 @@ class FittedEstimator final : public Estimator {
     }
     absl::StatusOr<Estimate> peak = UncalibratedPeak(features, actions);
     if (!peak.ok()) return peak.status();
+    absl::StatusOr<double> footprint = FootprintBytes(features);
+    if (!footprint.ok()) return footprint.status();
     const double shortfall =
         static_cast<double>(measured_peak_bytes) - std::floor(peak->value);
-    recent_shortfall_bytes_.push_back(
-        shortfall > 0 ? static_cast<int64_t>(shortfall) : 0);
-    while (recent_shortfall_bytes_.size() > kCalibrationWindow) {
-      recent_shortfall_bytes_.pop_front();
+    recent_shortfall_fractions_.push_back(
+        shortfall > 0 ? shortfall / *footprint : 0);
+    while (recent_shortfall_fractions_.size() > kCalibrationWindow) {
+      recent_shortfall_fractions_.pop_front();
     }
-    calibration_bytes_ = *std::max_element(recent_shortfall_bytes_.begin(),
-                                           recent_shortfall_bytes_.end());
+    calibration_fraction_ =
+        *std::max_element(recent_shortfall_fractions_.begin(),
+                          recent_shortfall_fractions_.end());
     return absl::OkStatus();
   }
 
@@ -230,8 +243,11 @@ class FittedEstimator final : public Estimator {
       const std::vector<Action>& actions) const override {
     absl::StatusOr<Estimate> peak = UncalibratedPeak(features, actions);
     if (!peak.ok()) return peak.status();
-    peak->value += static_cast<double>(calibration_bytes_);
-    peak->upper += static_cast<double>(calibration_bytes_);
+    absl::StatusOr<double> footprint = FootprintBytes(features);
+    if (!footprint.ok()) return footprint.status();
+    const double calibration = static_cast<double>(CalibrationBytes(*footprint));
+    peak->value += calibration;
+    peak->upper += calibration;
     return peak;
   }
 
@@ -283,19 +299,33 @@ class FittedEstimator final : public Estimator {
           {"extrapolation_factor", options_.extrapolation_factor},
           {"min_distinct_samples", options_.min_distinct_samples}}},
         {"samples", std::move(samples)},
-        {"calibration_bytes", calibration_bytes_},
-        {"recent_shortfall_bytes",
-         std::vector<int64_t>(recent_shortfall_bytes_.begin(),
-                              recent_shortfall_bytes_.end())},
+        {"calibration_fraction", calibration_fraction_},
+        {"recent_shortfall_fractions",
+         std::vector<double>(recent_shortfall_fractions_.begin(),
+                             recent_shortfall_fractions_.end())},
     };
     return out.dump();
   }
 
   // Restores calibration state (deserialisation). Values already validated.
-  void RestoreCalibration(int64_t calibration_bytes,
-                          std::vector<int64_t> recent) {
-    calibration_bytes_ = calibration_bytes;
-    recent_shortfall_bytes_.assign(recent.begin(), recent.end());
+  void RestoreCalibration(double calibration_fraction,
+                          std::vector<double> recent) {
+    calibration_fraction_ = calibration_fraction;
+    recent_shortfall_fractions_.assign(recent.begin(), recent.end());
+  }
+
+  // The keep-all point footprint for `features`: base plus every block's
+  // activations. Calibration scales with it. At least 1 byte.
+  absl::StatusOr<double> FootprintBytes(const Features& features) const {
+    absl::StatusOr<Estimate> keep_all = UncalibratedPeak(
+        features, std::vector<Action>(model_.blocks.size(), Action::kKeep));
+    if (!keep_all.ok()) return keep_all.status();
+    return std::max(1.0, keep_all->value);
+  }
+
+  int64_t CalibrationBytes(double footprint_bytes) const {
+    return static_cast<int64_t>(std::ceil(calibration_fraction_ *
+                                          std::max(1.0, footprint_bytes)));
   }
 
  private:
@@ -605,8 +635,8 @@ class FittedEstimator final : public Estimator {
   size_t min_distinct_ = 0;
 
   std::vector<Sample> samples_;
-  int64_t calibration_bytes_ = 0;
-  std::deque<int64_t> recent_shortfall_bytes_;
+  double calibration_fraction_ = 0;
+  std::deque<double> recent_shortfall_fractions_;
 
   // Derived from samples_ by Refit().
   size_t num_distinct_ = 0;
@@ -855,28 +885,31 @@ absl::StatusOr<std::unique_ptr<Estimator>> Deserialize(const Json& root) {
   }
 
   // calibration
-  auto cal_field = Field(root, "calibration_bytes", "calibration_bytes");
+  auto cal_field = Field(root, "calibration_fraction", "calibration_fraction");
   if (!cal_field.ok()) return cal_field.status();
-  auto calibration = GetInt(**cal_field, "calibration_bytes");
+  auto calibration = GetDouble(**cal_field, "calibration_fraction");
   if (!calibration.ok()) return calibration.status();
-  if (*calibration < 0 || *calibration > kMaxMeasuredPeakBytes) {
-    return Invalid("calibration_bytes",
-                   absl::StrCat(*calibration, " is outside [0, 2^60]"));
+  if (!(*calibration >= 0 && *calibration <= kMaxCalibrationFraction)) {
+    return Invalid("calibration_fraction",
+                   absl::StrCat(*calibration, " is outside [0, ",
+                                kMaxCalibrationFraction, "]"));
   }
-  std::vector<int64_t> recent;
-  if (root.contains("recent_shortfall_bytes")) {
-    const Json& jr = root.at("recent_shortfall_bytes");
+  std::vector<double> recent;
+  if (root.contains("recent_shortfall_fractions")) {
+    const Json& jr = root.at("recent_shortfall_fractions");
     if (!jr.is_array() || jr.size() > kCalibrationWindow) {
-      return Missing("recent_shortfall_bytes",
+      return Missing("recent_shortfall_fractions",
                      absl::StrCat("an array of at most ", kCalibrationWindow,
-                                  " integers"));
+                                  " numbers"));
     }
     for (size_t i = 0; i < jr.size(); ++i) {
-      const std::string path = absl::StrCat("recent_shortfall_bytes[", i, "]");
-      auto v = GetInt(jr[i], path);
+      const std::string path =
+          absl::StrCat("recent_shortfall_fractions[", i, "]");
+      auto v = GetDouble(jr[i], path);
       if (!v.ok()) return v.status();
-      if (*v < 0 || *v > kMaxMeasuredPeakBytes) {
-        return Invalid(path, absl::StrCat(*v, " is outside [0, 2^60]"));
+      if (!(*v >= 0 && *v <= kMaxCalibrationFraction)) {
+        return Invalid(path, absl::StrCat(*v, " is outside [0, ",
+                                          kMaxCalibrationFraction, "]"));
       }
       recent.push_back(*v);
     }

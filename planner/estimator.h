@@ -51,8 +51,9 @@ struct BlockEstimate {
 struct Prediction {
   std::vector<BlockEstimate> blocks;  // one per model block, in order
   Estimate base_bytes;                // from samples that reported it; else 0
-  // Learned from reported peaks (ReportPeak): bytes the memory model has
-  // been seen to miss. Added to the base when planning. >= 0.
+  // Learned from reported peaks (ReportPeak): what the memory model has
+  // been seen to miss, as a fraction of the keep-all footprint, times this
+  // query's keep-all footprint. Added to the base when planning. >= 0.
   int64_t calibration_bytes = 0;
   // False when the caller must collect rather than plan on these numbers:
   // too few distinct samples, or a feature outside the observed range.

@@ -311,11 +311,17 @@ TEST_CASE("a measured peak above the prediction raises the next one") {
   REQUIRE(after.ok());
   CHECK(after->value >= before->value + shortfall);
   CHECK(after->upper >= before->upper + shortfall);
-  auto p = est->Predict({2, 64});
+  auto p = est->Predict(f);
   REQUIRE(p.ok());
   CHECK(p->calibration_bytes >= shortfall);
   CHECK(MakePlanProblem(est->model(), *p, 0, 0).base_bytes >=
         static_cast<int64_t>(p->base_bytes.upper) + shortfall);
+  // The correction scales with the batch's footprint: a smaller batch gets
+  // a smaller one, never none.
+  auto small = est->Predict({2, 64});
+  REQUIRE(small.ok());
+  CHECK(small->calibration_bytes > 0);
+  CHECK(small->calibration_bytes < shortfall);
 
   // Peaks at or below the prediction do not lower it while the shortfall is
   // recent...
@@ -442,10 +448,10 @@ TEST_CASE("malformed estimator text is rejected by field") {
   CHECK(Contains(
       std::string(error(replaced("\"degree\":2", "\"degree\":0")).message()),
       "options.degree"));
-  CHECK(Contains(std::string(error(replaced("\"calibration_bytes\":0",
-                                            "\"calibration_bytes\":-5"))
+  CHECK(Contains(std::string(error(replaced("\"calibration_fraction\":0.0",
+                                            "\"calibration_fraction\":-5"))
                                  .message()),
-                 "calibration_bytes"));
+                 "calibration_fraction"));
   CHECK(error(replaced("\"name\":\"toy\"", "\"name\":\"\"")).code() ==
         absl::StatusCode::kInvalidArgument);
 }
