@@ -288,6 +288,7 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   // hard.
   bool stopped = false;
   for (const int max_core : {24, -1}) {
+    if (max_core < 0) st.heuristic_cost_ns = best.cost;
     if (stopped) break;
     for (int j : js) {
       if (stopped) break;

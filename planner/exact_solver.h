@@ -27,6 +27,7 @@ struct ExactStats {
   int64_t max_front = 0;       // largest front
   int64_t root_bound_ns = 0;   // min over j of the per-j LP lower bound
   int64_t cost_ns = 0;         // the optimum's recompute time
+  int64_t heuristic_cost_ns = 0;  // best after the small-core pass
   int64_t nodes = 0;           // search states examined (the work measure)
   // The search hit ExactOptions::max_nodes: the plan is the best one found
   // (it fits whenever any plan fits) but not proven optimal.
