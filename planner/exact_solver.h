@@ -36,10 +36,12 @@ struct ExactStats {
 
 struct ExactOptions {
   // Work limit: the search stops once it has examined this many states and
-  // returns the best plan found so far. A state costs tens of nanoseconds,
-  // so the default (2^26, about 67 million) stops a search after roughly a
-  // few seconds; chains met in practice need orders of magnitude fewer.
-  int64_t max_nodes = int64_t{1} << 26;
+  // returns the best plan found so far (see ExactStats::stopped_at_limit).
+  // A state costs roughly 15 to 40 nanoseconds, so the default (2^30, about
+  // a billion) only stops a search after tens of seconds: it is a safety
+  // valve, not a latency target. A daemon that must answer within a
+  // deadline sets its own (about 2^22 per 100 ms).
+  int64_t max_nodes = int64_t{1} << 30;
 };
 
 // Actions of the optimal plan for `problem` (see solver.cc for the model
