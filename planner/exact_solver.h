@@ -7,9 +7,12 @@
 #define REMAT_PLANNER_EXACT_SOLVER_H_
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "planner/plan.h"
+#include "planner/solver.h"
 
 namespace remat {
 namespace internal {
@@ -24,6 +27,21 @@ struct ExactStats {
   int64_t max_front = 0;       // largest front
   int64_t root_bound_ns = 0;   // min over j of the per-j LP lower bound
   int64_t cost_ns = 0;         // the optimum's recompute time
+  int64_t heuristic_cost_ns = 0;  // best after the small-core pass
+  int64_t nodes = 0;           // search states examined (the work measure)
+  // The search hit ExactOptions::max_nodes: the plan is the best one found
+  // (it fits whenever any plan fits) but not proven optimal.
+  bool stopped_at_limit = false;
+};
+
+struct ExactOptions {
+  // Work limit: the search stops once it has examined this many states and
+  // returns the best plan found so far (see ExactStats::stopped_at_limit).
+  // A state costs roughly 15 to 40 nanoseconds, so the default (2^30, about
+  // a billion) only stops a search after tens of seconds: it is a safety
+  // valve, not a latency target. A daemon that must answer within a
+  // deadline sets its own (about 2^22 per 100 ms).
+  int64_t max_nodes = int64_t{1} << 30;
 };
 
 // Actions of the optimal plan for `problem` (see solver.cc for the model
@@ -34,7 +52,20 @@ struct ExactStats {
 // base_bytes plus the sum of all act_bytes fits in int64 with room to spare
 // (below 2^62).
 std::vector<Action> SolveExact(const PlanProblem& problem,
+                               const ExactOptions& options,
                                ExactStats* stats = nullptr);
+std::vector<Action> SolveExact(const PlanProblem& problem,
+                               ExactStats* stats = nullptr);
+
+// The "exact" solver of NewSolver, with explicit options (a daemon sets a
+// tighter work limit). `name` is what Solver::name() and Plan::solver say.
+// When the search stops at the work limit, every checkpointable block's
+// reason ends with kStoppedAtLimitNote: the plan fits whenever any plan
+// fits, but is not proven to be the cheapest.
+inline constexpr char kStoppedAtLimitNote[] =
+    "; search stopped at the work limit; best plan found, not proven optimal";
+std::unique_ptr<Solver> NewExactSolver(const ExactOptions& options,
+                                       const std::string& name = "exact");
 
 }  // namespace internal
 }  // namespace remat

@@ -178,13 +178,15 @@ class MimoseGreedySolver final : public Solver {
 // The exact solver (exact_solver.cc). `name` lets static_max share it.
 class ExactSolver final : public Solver {
  public:
-  explicit ExactSolver(std::string name) : name_(std::move(name)) {}
+  ExactSolver(std::string name, const internal::ExactOptions& options)
+      : name_(std::move(name)), options_(options) {}
   std::string name() const override { return name_; }
   Plan Solve(const PlanProblem& problem) const override {
     internal::ExactStats stats;
-    std::vector<Action> actions = internal::SolveExact(problem, &stats);
+    std::vector<Action> actions =
+        internal::SolveExact(problem, options_, &stats);
     const bool feasible = !stats.infeasible;
-    return Finish(problem, std::move(actions), name_, [&](size_t i) {
+    Plan plan = Finish(problem, std::move(actions), name_, [&](size_t i) {
       const BlockCost& b = problem.blocks[i];
       if (b.act_bytes - b.input_bytes <= 0) {
         return "kept: recomputing would not lower the peak";
@@ -192,10 +194,19 @@ class ExactSolver final : public Solver {
       return feasible ? "kept: fits under budget"
                       : "kept: recomputing would not lower the peak";
     });
+    if (stats.stopped_at_limit) {
+      for (size_t i = 0; i < problem.blocks.size(); ++i) {
+        if (problem.blocks[i].checkpointable) {
+          plan.reasons[i] += internal::kStoppedAtLimitNote;
+        }
+      }
+    }
+    return plan;
   }
 
  private:
   std::string name_;
+  internal::ExactOptions options_;
 };
 
 }  // namespace
@@ -212,11 +223,20 @@ absl::StatusOr<std::unique_ptr<Solver>> NewSolver(const std::string& name) {
     return std::unique_ptr<Solver>(new MimoseGreedySolver());
   }
   if (name == "exact" || name == "static_max") {
-    return std::unique_ptr<Solver>(new ExactSolver(name));
+    return std::unique_ptr<Solver>(
+        new ExactSolver(name, internal::ExactOptions()));
   }
   return absl::InvalidArgumentError(
       "unknown solver \"" + name +
       "\"; known solvers: " + absl::StrJoin(SolverNames(), ", "));
 }
 
+namespace internal {
+
+std::unique_ptr<Solver> NewExactSolver(const ExactOptions& options,
+                                       const std::string& name) {
+  return std::unique_ptr<Solver>(new ExactSolver(name, options));
+}
+
+}  // namespace internal
 }  // namespace remat

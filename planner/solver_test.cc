@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "planner/exact_solver.h"
 #include "planner/plan.h"
 
 namespace remat {
@@ -372,6 +373,104 @@ TEST_CASE("exact explains its choices") {
   const Plan bad = (*NewSolver("exact"))->Solve(p);
   CHECK_FALSE(bad.feasible);
   CHECK(bad.predicted_peak_bytes == (110 << 20));
+}
+
+// A chain whose sizes all differ slightly (1% noise), the hard case for the
+// exact search: plenty of work for the limit to cut.
+PlanProblem JitteredChain(std::mt19937_64& rng, int n) {
+  std::normal_distribution<double> noise(1.0, 0.01);
+  auto jitter = [&](double v) {
+    return static_cast<int64_t>(v * noise(rng));
+  };
+  PlanProblem p;
+  p.base_bytes = 1 << 30;
+  for (int i = 0; i < n; ++i) {
+    const bool attn = i % 2 == 0;
+    p.blocks.push_back({"b" + std::to_string(i),
+                        jitter(attn ? 300e6 : 200e6), jitter(16e6),
+                        jitter(attn ? 3e6 : 1.5e6), true});
+  }
+  return p;
+}
+
+bool HasStopNote(const Plan& plan) {
+  for (const std::string& r : plan.reasons) {
+    if (r.find("work limit") != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_CASE("the work limit returns the best plan found, flagged, never over") {
+  std::mt19937_64 rng(4242);
+  int stopped = 0;
+  for (int iter = 0; iter < 20; ++iter) {
+    PlanProblem p = JitteredChain(rng, 200);
+    const int64_t p0 = KeepAllPeak(p);
+    p.budget_bytes = p0 - static_cast<int64_t>(rng() % (p0 / 2));
+    internal::ExactStats full_stats;
+    const std::vector<Action> full = internal::SolveExact(p, &full_stats);
+    INFO("iter " << iter << " nodes " << full_stats.nodes);
+    CHECK_FALSE(full_stats.stopped_at_limit);
+    const Plan reference = (*NewSolver("exact"))->Solve(p);
+    CHECK_FALSE(HasStopNote(reference));
+    for (const int64_t max_nodes :
+         {int64_t{0}, int64_t{100}, full_stats.nodes / 2}) {
+      internal::ExactOptions options;
+      options.max_nodes = max_nodes;
+      internal::ExactStats st;
+      internal::SolveExact(p, options, &st);
+      const Plan plan = internal::NewExactSolver(options)->Solve(p);
+      CheckContract(p, plan, "exact");
+      // Stopping never costs feasibility: the plan fits whenever one does.
+      CHECK(plan.feasible == reference.feasible);
+      CHECK(plan.recompute_ns >= reference.recompute_ns);
+      CHECK(st.stopped_at_limit == (full_stats.nodes > max_nodes));
+      CHECK(HasStopNote(plan) == st.stopped_at_limit);
+      // Work stays within the limit plus the last two fronts.
+      if (st.stopped_at_limit) {
+        ++stopped;
+        CHECK(st.nodes <= max_nodes + 2 * st.max_front + 2);
+      } else {
+        CHECK(plan.recompute_ns == reference.recompute_ns);
+      }
+    }
+    // A generous limit changes nothing.
+    internal::ExactOptions generous;
+    generous.max_nodes = full_stats.nodes;
+    const Plan same = internal::NewExactSolver(generous)->Solve(p);
+    CHECK(same.actions == reference.actions);
+    CHECK_FALSE(HasStopNote(same));
+  }
+  CHECK(stopped >= 20);  // the limits really bit
+}
+
+TEST_CASE("a stopped search still matches brute force on feasibility") {
+  std::mt19937_64 rng(31337);
+  for (int iter = 0; iter < 300; ++iter) {
+    const int n = 2 + static_cast<int>(rng() % 13);
+    PlanProblem p = RandomProblem(rng, n, static_cast<Kind>(iter % 3));
+    const std::vector<Scored> all = Enumerate(p);
+    const int64_t p0 = KeepAllPeak(p);
+    const int64_t min_peak = Best(all, kInf).min_peak;
+    p.budget_bytes = std::uniform_int_distribution<int64_t>(
+        min_peak - 20, p0 + 20)(rng);
+    const BruteForce bf = Best(all, p.limit_bytes());
+    for (const int64_t max_nodes : {int64_t{0}, int64_t{3}, int64_t{30}}) {
+      internal::ExactOptions options;
+      options.max_nodes = max_nodes;
+      const Plan plan = internal::NewExactSolver(options, "static_max")
+                            ->Solve(p);
+      INFO("iter " << iter << " max_nodes " << max_nodes);
+      CheckContract(p, plan, "static_max");
+      REQUIRE(plan.feasible == bf.feasible);
+      if (bf.feasible) {
+        CHECK(plan.recompute_ns >= bf.best.cost);
+        if (!HasStopNote(plan)) CHECK(plan.recompute_ns == bf.best.cost);
+      } else {
+        CHECK(plan.predicted_peak_bytes == bf.min_peak);
+      }
+    }
+  }
 }
 
 TEST_CASE("unknown solver names are rejected with the list") {
