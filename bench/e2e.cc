@@ -1,6 +1,6 @@
 // bench:e2e: the same workload and the same sequence of batches for every
 // checkpointing strategy in turn, each with its own freshly initialised
-// model and planner. Prints one JSON line per strategy and writes an SVG of
+// model and planner, in a process of its own. Prints one JSON line per strategy and writes an SVG of
 // step time and measured peak per step, with the budget drawn as a line.
 //
 // Strategies: none, all, sqrt (budget-blind, fixed plans); static_max (one
@@ -11,9 +11,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
@@ -29,10 +33,84 @@ namespace {
 
 struct Strategy {
   std::string name;
-  std::unique_ptr<Planner> planner;
-  std::unique_ptr<Trainer> trainer;
   std::vector<StepRecord> records;
 };
+
+// Runs `fn` in a child process and returns the text it produced; exits the
+// benchmark if the child fails.
+std::string RunIsolated(const std::function<std::string()>& fn) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    std::perror("pipe");
+    std::exit(1);
+  }
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("fork");
+    std::exit(1);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const std::string text = fn();
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = write(fds[1], text.data() + done, text.size() - done);
+      if (n <= 0) _exit(1);
+      done += static_cast<size_t>(n);
+    }
+    std::fflush(nullptr);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "e2e: a strategy's process failed (status %d)\n",
+                 status);
+    std::exit(1);
+  }
+  return text;
+}
+
+nlohmann::json ToJson(const StepRecord& r) {
+  return {{"step", r.step},
+          {"batch", r.batch},
+          {"seq", r.seq},
+          {"plan", r.plan},
+          {"collect", r.collect},
+          {"recomputed_blocks", r.recomputed_blocks},
+          {"blocks", r.blocks},
+          {"predicted_peak_bytes", r.predicted_peak_bytes},
+          {"measured_peak_bytes", r.measured_peak_bytes},
+          {"budget_bytes", r.budget_bytes},
+          {"step_ms", r.step_ms},
+          {"plan_ms", r.plan_ms},
+          {"loss", r.loss}};
+}
+
+StepRecord FromJson(const nlohmann::json& j) {
+  StepRecord r;
+  r.step = j.at("step");
+  r.batch = j.at("batch");
+  r.seq = j.at("seq");
+  r.plan = j.at("plan");
+  r.collect = j.at("collect");
+  r.recomputed_blocks = j.at("recomputed_blocks");
+  r.blocks = j.at("blocks");
+  r.predicted_peak_bytes = j.at("predicted_peak_bytes");
+  r.measured_peak_bytes = j.at("measured_peak_bytes");
+  r.budget_bytes = j.at("budget_bytes");
+  r.step_ms = j.at("step_ms");
+  r.plan_ms = j.at("plan_ms");
+  r.loss = j.at("loss");
+  return r;
+}
 
 std::unique_ptr<Planner> MakePlanner(const std::string& strategy) {
   if (strategy == "none" || strategy == "all" || strategy == "sqrt") {
@@ -81,29 +159,45 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   options.workload.seed = options.seed;
 
+  // Each strategy runs in a process of its own, so nothing one leaves in
+  // LibTorch's process-wide state (allocator, autograd threads, RNG) can
+  // shift another's measurements. This process runs no LibTorch code itself,
+  // which keeps fork() safe.
+  const std::vector<BatchShape> shapes = Workload::Draw(options.workload, steps);
+  const std::string budget_text = RunIsolated([&] {
+    FixedPlanner planner("none");
+    Trainer trainer(options, &planner);
+    return std::to_string(static_cast<int64_t>(
+        budget_fraction *
+        trainer.NoCheckpointPeakBytes(
+            {options.workload.batch, options.workload.max_seq})));
+  });
+  const int64_t budget_bytes = std::stoll(budget_text);
+
   std::vector<Strategy> strategies;
   for (const std::string& name : names) {
     Strategy s;
     s.name = name;
-    s.planner = MakePlanner(name);
-    TrainerOptions o = options;
-    o.solver = name;
-    s.trainer = std::make_unique<Trainer>(o, s.planner.get());
-    strategies.push_back(std::move(s));
-  }
-  const std::vector<BatchShape> shapes = Workload::Draw(options.workload, steps);
-  const int64_t budget_bytes = static_cast<int64_t>(
-      budget_fraction * strategies.front().trainer->NoCheckpointPeakBytes(
-                            {options.workload.batch, options.workload.max_seq}));
-
-  for (Strategy& s : strategies) {
-    for (const BatchShape& shape : shapes) {
-      s.records.push_back(s.trainer->Step(shape, budget_bytes));
-      if (verbose) {
-        std::fprintf(stderr, "%-13s %s\n", s.name.c_str(),
-                     FormatStep(s.records.back(), steps).c_str());
+    const std::string records = RunIsolated([&] {
+      std::unique_ptr<Planner> planner = MakePlanner(name);
+      TrainerOptions o = options;
+      o.solver = name;
+      Trainer trainer(o, planner.get());
+      nlohmann::json out = nlohmann::json::array();
+      for (const BatchShape& shape : shapes) {
+        const StepRecord r = trainer.Step(shape, budget_bytes);
+        if (verbose) {
+          std::fprintf(stderr, "%-13s %s\n", name.c_str(),
+                       FormatStep(r, steps).c_str());
+        }
+        out.push_back(ToJson(r));
       }
+      return out.dump();
+    });
+    for (const nlohmann::json& j : nlohmann::json::parse(records)) {
+      s.records.push_back(FromJson(j));
     }
+    strategies.push_back(std::move(s));
   }
 
   double none_total_ms = 0;
