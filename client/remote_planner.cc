@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "planner/plan.h"
 #include "planner/service/convert.h"
 #include "planner/service/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -229,9 +230,8 @@ PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
     return result;
   }
   auto plan = std::make_shared<Plan>();
+  plan->actions = SafeActions(spec);
   for (const BlockSpec& b : spec.blocks) {
-    plan->actions.push_back(b.checkpointable ? Action::kRecompute
-                                             : Action::kKeep);
     plan->reasons.push_back(b.checkpointable
                                 ? "safe plan: planner unreachable, recompute"
                                 : "not checkpointable");

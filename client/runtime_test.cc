@@ -370,7 +370,7 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   auto safe = planned.BeginStep({7}, 1 << 30);
   CHECK(safe->choice().source == PlanSource::kSafe);
   CHECK(safe->choice().actions ==
-        PlanChooser::SafeActions(planned.model()->spec()));
+        SafeActions(planned.model()->spec()));
   REQUIRE(run(*safe).ok());
 }
 
