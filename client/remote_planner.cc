@@ -353,8 +353,7 @@ absl::StatusOr<v1::ExplainPlanResponse> RemotePlanner::ExplainPlan(
   auto spec = Spec(request.model);
   if (!spec.ok()) return spec.status();
   if (auto s = ValidateFeatures(*spec, request.features); !s.ok()) return s;
-  const auto proto =
-      PlanRequestToProto<v1::ExplainPlanRequest>(*spec, request);
+  const auto proto = PlanRequestToProto<v1::ExplainPlanRequest>(*spec, request);
   v1::ExplainPlanResponse response;
   const grpc::Status s =
       Invoke(options_, Clock::now() + options_.call_deadline,

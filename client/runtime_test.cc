@@ -369,8 +369,7 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   planner.fail = absl::UnavailableError("daemon restarting");
   auto safe = planned.BeginStep({7}, 1 << 30);
   CHECK(safe->choice().source == PlanSource::kSafe);
-  CHECK(safe->choice().actions ==
-        SafeActions(planned.model()->spec()));
+  CHECK(safe->choice().actions == SafeActions(planned.model()->spec()));
   REQUIRE(run(*safe).ok());
 }
 

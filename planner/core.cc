@@ -228,7 +228,7 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
     return result;
   }
   auto result = impl_->Solve(m, request, prepared->solver_name,
-                            *prepared->solver, key.bucket);
+                             *prepared->solver, key.bucket);
   if (!result.ok()) return result.status();
   if (result->collect) {
     result->plan = SafePlan(m.spec, "collect: " + result->collect_reason);

@@ -60,9 +60,9 @@ TEST_CASE("action names round-trip") {
 TEST_CASE("safe actions recompute every checkpointable block") {
   const ModelSpec model{
       "m", {"batch"}, {{"embed", false}, {"l0", true}, {"l1", true}}};
-  CHECK(SafeActions(model) == std::vector<Action>{
-                                  Action::kKeep, Action::kRecompute,
-                                  Action::kRecompute});
+  CHECK(SafeActions(model) == std::vector<Action>{Action::kKeep,
+                                                  Action::kRecompute,
+                                                  Action::kRecompute});
   const ModelSpec frozen{"f", {"batch"}, {{"a", false}, {"b", false}}};
   CHECK(SafeActions(frozen) ==
         std::vector<Action>{Action::kKeep, Action::kKeep});
