@@ -29,6 +29,7 @@
 #include "client/runtime.h"
 #include "collector/block_sampler.h"
 #include "collector/cpu_memory_tracker.h"
+#include "planner/plan.h"
 
 namespace remat {
 namespace {
@@ -108,7 +109,7 @@ int Main() {
   }
   const ModelSpec spec = model->spec();
   const std::vector<Action> none(layers, Action::kKeep);
-  const std::vector<Action> all = PlanChooser::SafeActions(spec);
+  const std::vector<Action> all = SafeActions(spec);
   torch::Tensor x = torch::randn({batch, seq, d});
   CpuMemoryTracker tracker;
   BlockSampler sampler(&tracker, static_cast<int>(layers));

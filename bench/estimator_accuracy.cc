@@ -166,10 +166,7 @@ int Evaluate(const std::string& kind, const ModelSpec& model,
   }
   const bool synthetic = source == "synthetic";
   const std::vector<Action> keep_all(model.blocks.size(), Action::kKeep);
-  std::vector<Action> safe;
-  for (const BlockSpec& b : model.blocks) {
-    safe.push_back(b.checkpointable ? Action::kRecompute : Action::kKeep);
-  }
+  const std::vector<Action> safe = SafeActions(model);
   std::vector<double> rel_err, trusted_err, slack;
   int misses = 0, untrusted = 0;
   for (const Sample& s : test) {

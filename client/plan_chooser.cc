@@ -68,15 +68,6 @@ PlanChooser::PlanChooser(Planner* planner, ModelSpec model,
   }
 }
 
-std::vector<Action> PlanChooser::SafeActions(const ModelSpec& model) {
-  std::vector<Action> actions;
-  actions.reserve(model.blocks.size());
-  for (const BlockSpec& b : model.blocks) {
-    actions.push_back(b.checkpointable ? Action::kRecompute : Action::kKeep);
-  }
-  return actions;
-}
-
 absl::Status PlanChooser::CheckActions(const ModelSpec& model,
                                        const std::vector<Action>& actions) {
   if (actions.size() != model.blocks.size()) {

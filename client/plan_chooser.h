@@ -94,9 +94,6 @@ class PlanChooser {
   // so the next batches ask again. Plans stay available as last good ones.
   void InvalidatePlans();
 
-  // Every checkpointable block RECOMPUTE, the rest KEEP.
-  static std::vector<Action> SafeActions(const ModelSpec& model);
-
   // OK when `actions` can run on this model: one per block, KEEP for every
   // non-checkpointable block, no OFFLOAD. INVALID_ARGUMENT otherwise.
   static absl::Status CheckActions(const ModelSpec& model,

@@ -90,10 +90,6 @@ TEST_CASE("a plan's prediction and solver travel with it, cached too") {
   CHECK(d.predicted_peak_bytes == 0);
 }
 
-TEST_CASE("safe actions recompute every checkpointable block") {
-  CHECK(PlanChooser::SafeActions(Model()) == std::vector<Action>{K, R, R});
-}
-
 TEST_CASE("a repeat in the same bucket is answered locally") {
   ScriptedPlanner planner;
   PlanChooser chooser(&planner, Model());

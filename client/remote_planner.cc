@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "planner/plan.h"
 #include "planner/service/convert.h"
 #include "planner/service/status_convert.h"
 #include "spdlog/spdlog.h"
@@ -55,6 +56,18 @@ bool IsUnreachable(const absl::Status& s) {
     default:
       return false;
   }
+}
+
+// A GetPlan or ExplainPlan request (they carry the same fields).
+template <typename ProtoRequest>
+ProtoRequest PlanRequestToProto(const ModelSpec& spec,
+                                const PlanRequest& request) {
+  ProtoRequest proto;
+  proto.set_model(request.model);
+  FeaturesToMap(spec, request.features, proto.mutable_features());
+  proto.set_budget_bytes(request.budget_bytes);
+  proto.set_solver(request.solver);
+  return proto;
 }
 
 }  // namespace
@@ -124,11 +137,7 @@ absl::StatusOr<ModelSpec> RemotePlanner::Spec(const std::string& model) {
 
 absl::StatusOr<PlanResult> RemotePlanner::CallGetPlan(
     const ModelSpec& spec, const PlanRequest& request) {
-  v1::GetPlanRequest proto;
-  proto.set_model(request.model);
-  FeaturesToMap(spec, request.features, proto.mutable_features());
-  proto.set_budget_bytes(request.budget_bytes);
-  proto.set_solver(request.solver);
+  const auto proto = PlanRequestToProto<v1::GetPlanRequest>(spec, request);
   v1::GetPlanResponse response;
   const grpc::Status s =
       Invoke(options_, Clock::now() + options_.get_plan_deadline,
@@ -229,9 +238,8 @@ PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
     return result;
   }
   auto plan = std::make_shared<Plan>();
+  plan->actions = SafeActions(spec);
   for (const BlockSpec& b : spec.blocks) {
-    plan->actions.push_back(b.checkpointable ? Action::kRecompute
-                                             : Action::kKeep);
     plan->reasons.push_back(b.checkpointable
                                 ? "safe plan: planner unreachable, recompute"
                                 : "not checkpointable");
@@ -345,11 +353,7 @@ absl::StatusOr<v1::ExplainPlanResponse> RemotePlanner::ExplainPlan(
   auto spec = Spec(request.model);
   if (!spec.ok()) return spec.status();
   if (auto s = ValidateFeatures(*spec, request.features); !s.ok()) return s;
-  v1::ExplainPlanRequest proto;
-  proto.set_model(request.model);
-  FeaturesToMap(*spec, request.features, proto.mutable_features());
-  proto.set_budget_bytes(request.budget_bytes);
-  proto.set_solver(request.solver);
+  const auto proto = PlanRequestToProto<v1::ExplainPlanRequest>(*spec, request);
   v1::ExplainPlanResponse response;
   const grpc::Status s =
       Invoke(options_, Clock::now() + options_.call_deadline,

@@ -24,6 +24,8 @@
 #include "client/runtime.h"
 #include "collector/cpu_memory_tracker.h"
 #include "collector/torch_compat.h"
+#include "collector/trace_recorder.h"
+#include "planner/trace.h"
 
 namespace remat {
 
@@ -367,12 +369,11 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   planner.fail = absl::UnavailableError("daemon restarting");
   auto safe = planned.BeginStep({7}, 1 << 30);
   CHECK(safe->choice().source == PlanSource::kSafe);
-  CHECK(safe->choice().actions ==
-        PlanChooser::SafeActions(planned.model()->spec()));
+  CHECK(safe->choice().actions == SafeActions(planned.model()->spec()));
   REQUIRE(run(*safe).ok());
 }
 
-TEST_CASE("collected samples are appended to the trace", "[runtime]") {
+TEST_CASE("collected samples are written to the trace", "[runtime]") {
   const char* dir = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(dir ? dir : "/tmp") + "/remat_trace_" +
                            std::to_string(::getpid()) + ".csv";
@@ -381,7 +382,7 @@ TEST_CASE("collected samples are appended to the trace", "[runtime]") {
   planner.samples_needed = 2;
   CpuMemoryTracker tracker;
   CheckpointedSequential model = MakeModel();
-  TraceRecorder trace(model->spec(), std::make_unique<CsvFileTraceSink>(path));
+  TraceRecorder trace(path, model->spec());
   PlannedModel planned(model, &planner,
                        PlannedModelOptions().memory(&tracker).trace(&trace));
   for (int64_t batch : {3, 5}) {
@@ -392,17 +393,36 @@ TEST_CASE("collected samples are appended to the trace", "[runtime]") {
         .backward();
     REQUIRE(step->Finish().ok());
   }
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  REQUIRE(lines.size() == 3);
-  CHECK(lines[0].rfind("feature.batch,act_bytes.in,input_bytes.in,", 0) == 0);
-  CHECK(lines[1].rfind("3,", 0) == 0);
-  CHECK(lines[2].rfind("5,", 0) == 0);
+  // The trace reads back as exactly the samples the planner was sent.
+  absl::StatusOr<Trace> read = ReadTraceCsv(path);
+  REQUIRE(read.ok());
+  CHECK(read->model.feature_names == model->spec().feature_names);
+  REQUIRE(read->model.blocks.size() == model->spec().blocks.size());
+  for (size_t i = 0; i < read->model.blocks.size(); ++i) {
+    CHECK(read->model.blocks[i].name == model->spec().blocks[i].name);
+  }
+  REQUIRE(planner.samples.size() == 2);
+  REQUIRE(read->samples.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    const Sample& got = read->samples[i];
+    const Sample& sent = planner.samples[i];
+    CHECK(got.features == sent.features);
+    CHECK(got.base_bytes == sent.base_bytes);
+    CHECK(got.peak_bytes == sent.peak_bytes);
+    REQUIRE(got.blocks.size() == sent.blocks.size());
+    for (size_t b = 0; b < got.blocks.size(); ++b) {
+      CHECK(got.blocks[b].act_bytes == sent.blocks[b].act_bytes);
+      CHECK(got.blocks[b].input_bytes == sent.blocks[b].input_bytes);
+      CHECK(got.blocks[b].forward_ns == sent.blocks[b].forward_ns);
+    }
+  }
+  CHECK(read->samples[0].features == Features{3});
+  CHECK(read->samples[1].features == Features{5});
   // Block "out" retains its output (batch x 4 floats) and its input is
-  // batch x 16 floats: adjacent act_bytes.out and input_bytes.out cells.
-  CHECK(lines[2].find("," + std::to_string(5 * 4 * 4) + "," +
-                      std::to_string(5 * 16 * 4) + ",") != std::string::npos);
+  // batch x 16 floats.
+  const BlockMeasurement& out = read->samples[1].blocks.back();
+  CHECK(out.act_bytes == 5 * 4 * 4);
+  CHECK(out.input_bytes == 5 * 16 * 4);
   std::remove(path.c_str());
 }
 

@@ -1,13 +1,10 @@
-// TraceRecorder: appends collected samples to the estimator's trace CSV, so
-// a run's measurements can be replayed offline (fitting, benchmarks).
+// TraceRecorder: writes collected samples to the estimator's trace CSV
+// (planner/trace.h), so a run's measurements can be replayed offline
+// (fitting, benchmarks) and read back with ReadTraceCsv.
 //
-// Columns, in this order: feature.<name> per feature, then per block
-// act_bytes.<block>, input_bytes.<block>, forward_ns.<block>, then
-// base_bytes and peak_bytes (empty when the sample has none).
-//
-// The recorder writes through TraceSink, a one-method interface, so the
-// planner's own trace writer can stand behind it; CsvFileTraceSink is the
-// plain file implementation.
+// The file is created (or truncated) on the first Record, and every row is
+// flushed as it is recorded, so a crash loses at most the step in flight and
+// the file can be read while training goes on.
 //
 // Thread safety: TraceRecorder is thread-safe (one mutex around appends).
 #ifndef REMAT_COLLECTOR_TRACE_RECORDER_H_
@@ -16,52 +13,31 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "planner/model.h"
+#include "planner/trace.h"
 
 namespace remat {
 
-// Where CSV rows go. The header is written once, before the first row.
-class TraceSink {
- public:
-  virtual ~TraceSink() = default;
-  // Called once per recorder, with the column names.
-  virtual absl::Status WriteHeader(const std::vector<std::string>& columns) = 0;
-  virtual absl::Status WriteRow(const std::vector<std::string>& cells) = 0;
-};
-
-// Appends to a CSV file. If the file already has a header it must equal the
-// recorder's columns (FAILED_PRECONDITION otherwise: use a new file).
-class CsvFileTraceSink final : public TraceSink {
- public:
-  explicit CsvFileTraceSink(std::string path) : path_(std::move(path)) {}
-  absl::Status WriteHeader(const std::vector<std::string>& columns) override;
-  absl::Status WriteRow(const std::vector<std::string>& cells) override;
-
- private:
-  std::string path_;
-};
-
-// The trace columns for `model`.
-std::vector<std::string> TraceColumns(const ModelSpec& model);
-
 class TraceRecorder {
  public:
-  // `sink` must not be null.
-  TraceRecorder(ModelSpec model, std::unique_ptr<TraceSink> sink);
+  // Records samples of `model` to the trace CSV at `path`. Nothing is
+  // opened until the first Record.
+  TraceRecorder(std::string path, ModelSpec model);
 
   // Validates the sample against the model (INVALID_ARGUMENT naming the
-  // field) and appends one row; the header goes first on the first call.
+  // field) and appends one row, flushed. The first call creates the file and
+  // writes the header; if that fails, this and every later call return the
+  // error (e.g. UNAVAILABLE naming the path).
   absl::Status Record(const Sample& sample);
 
  private:
   std::mutex mu_;
-  ModelSpec model_;
-  std::unique_ptr<TraceSink> sink_;
-  bool header_written_ = false;
+  const std::string path_;
+  const ModelSpec model_;
+  std::unique_ptr<TraceWriter> writer_;  // null until opened
+  absl::Status open_status_;             // the first open's error, if any
 };
 
 }  // namespace remat

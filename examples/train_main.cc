@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
                  "median sequence length of the log-normal workload")
       ->check(CLI::Range(4.0, 8192.0))->capture_default_str();
   app.add_option("--trace", options.trace_path,
-                 "append collected samples to this trace CSV");
+                 "write collected samples to this trace CSV (replaced)");
   app.add_option("--seed", options.seed, "seed for model, data and lengths")
       ->capture_default_str();
   app.add_option("--threads", threads, "LibTorch threads (0: default)")

@@ -37,8 +37,7 @@ struct Trainer::Impl {
     PlanChooserOptions chooser;
     chooser.solver = o.solver;
     if (!o.trace_path.empty()) {
-      trace = std::make_unique<TraceRecorder>(
-          model->spec(), std::make_unique<CsvFileTraceSink>(o.trace_path));
+      trace = std::make_unique<TraceRecorder>(o.trace_path, model->spec());
     }
     planned = std::make_unique<PlannedModel>(
         model, planner,

@@ -32,8 +32,8 @@ struct TrainerOptions {
   uint64_t seed = 1;            // model initialisation and token data
   // The solver the planner is asked for (empty: the planner's default).
   std::string solver;
-  // When set, collected samples are appended to this trace CSV (the format
-  // bench:estimator_accuracy --trace replays).
+  // When set, collected samples are written to this trace CSV, replacing
+  // it (the format bench:estimator_accuracy --trace replays).
   std::string trace_path;
 };
 

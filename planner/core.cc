@@ -31,9 +31,8 @@ std::shared_ptr<const Plan> SafePlan(const ModelSpec& spec,
                                      const std::string& reason) {
   auto plan = std::make_shared<Plan>();
   plan->solver = "collect";
+  plan->actions = SafeActions(spec);
   for (const BlockSpec& b : spec.blocks) {
-    plan->actions.push_back(b.checkpointable ? Action::kRecompute
-                                             : Action::kKeep);
     plan->reasons.push_back(b.checkpointable ? reason : "not checkpointable");
   }
   return plan;
@@ -79,24 +78,36 @@ struct PlannerCore::Impl {
     return NewRematEstimator(spec, options.estimator);
   }
 
-  // Validates the request and resolves its solver name.
-  absl::Status Check(const Model& m, const PlanRequest& r,
-                     std::string* solver_name,
-                     std::unique_ptr<Solver>* solver) const {
-    if (auto s = ValidateFeatures(m.spec, r.features); !s.ok()) return s;
+  // A validated plan request: its model and its resolved solver.
+  struct Request {
+    std::shared_ptr<Model> model;  // never null
+    std::string solver_name;
+    std::unique_ptr<Solver> solver;  // never null
+  };
+
+  // Finds the request's model, validates the request against it and
+  // resolves its solver name (the default when empty).
+  absl::StatusOr<Request> Prepare(const PlanRequest& r) const {
+    auto found = Find(r.model);
+    if (!found.ok()) return found.status();
+    Request out;
+    out.model = *std::move(found);
+    if (auto s = ValidateFeatures(out.model->spec, r.features); !s.ok()) {
+      return s;
+    }
     if (r.budget_bytes <= 0) {
       return absl::InvalidArgumentError(
           "budget_bytes: must be positive (the device memory the step may "
           "use)");
     }
-    *solver_name = r.solver.empty() ? options.default_solver : r.solver;
-    auto made = NewSolver(*solver_name);
+    out.solver_name = r.solver.empty() ? options.default_solver : r.solver;
+    auto made = NewSolver(out.solver_name);
     if (!made.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("solver: ", made.status().message()));
     }
-    *solver = *std::move(made);
-    return absl::OkStatus();
+    out.solver = *std::move(made);
+    return out;
   }
 
   // Predicts and solves for `bucket` under m.mu. static_max plans for the
@@ -180,7 +191,7 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
   // A sample's measured step peak ran the safe plan (that is how samples
   // are collected): it calibrates the memory model like an outcome does,
   // so the first real plan already accounts for what the model misses.
-  const std::vector<Action> safe = SafePlan((*m)->spec, "")->actions;
+  const std::vector<Action> safe = SafeActions((*m)->spec);
   for (const Sample& sample : samples) {
     if (!sample.peak_bytes || *sample.peak_bytes == 0) continue;
     if (auto s = (*m)->estimator->ReportPeak(sample.features, safe,
@@ -194,16 +205,11 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
 }
 
 absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
-  auto found = impl_->Find(request.model);
-  if (!found.ok()) return found.status();
-  Impl::Model& m = **found;
-  std::string solver_name;
-  std::unique_ptr<Solver> solver;
-  if (auto s = impl_->Check(m, request, &solver_name, &solver); !s.ok()) {
-    return s;
-  }
+  auto prepared = impl_->Prepare(request);
+  if (!prepared.ok()) return prepared.status();
+  Impl::Model& m = *prepared->model;
   PlanKey key{request.model, BucketFeatures(request.features, m.granularity),
-              request.budget_bytes, solver_name};
+              request.budget_bytes, prepared->solver_name};
   if (auto cached = impl_->cache.Lookup(key)) {
     PlanResult result;
     result.plan = std::move(cached);
@@ -221,7 +227,8 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
     result.bucket = std::move(key.bucket);
     return result;
   }
-  auto result = impl_->Solve(m, request, solver_name, *solver, key.bucket);
+  auto result = impl_->Solve(m, request, prepared->solver_name,
+                             *prepared->solver, key.bucket);
   if (!result.ok()) return result.status();
   if (result->collect) {
     result->plan = SafePlan(m.spec, "collect: " + result->collect_reason);
@@ -242,14 +249,9 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
 }
 
 absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
-  auto found = impl_->Find(request.model);
-  if (!found.ok()) return found.status();
-  Impl::Model& m = **found;
-  std::string solver_name;
-  std::unique_ptr<Solver> solver;
-  if (auto s = impl_->Check(m, request, &solver_name, &solver); !s.ok()) {
-    return s;
-  }
+  auto prepared = impl_->Prepare(request);
+  if (!prepared.ok()) return prepared.status();
+  Impl::Model& m = *prepared->model;
   std::lock_guard lock(m.mu);
   if (m.estimator->num_samples() == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -257,7 +259,7 @@ absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
         "\" has no samples yet; run a few training steps (they collect) "
         "first"));
   }
-  return impl_->Solve(m, request, solver_name, *solver,
+  return impl_->Solve(m, request, prepared->solver_name, *prepared->solver,
                       BucketFeatures(request.features, m.granularity));
 }
 

@@ -63,4 +63,13 @@ void ScorePlan(const PlanProblem& problem, Plan* plan) {
   plan->feasible = plan->predicted_peak_bytes <= problem.limit_bytes();
 }
 
+std::vector<Action> SafeActions(const ModelSpec& model) {
+  std::vector<Action> actions;
+  actions.reserve(model.blocks.size());
+  for (const BlockSpec& b : model.blocks) {
+    actions.push_back(b.checkpointable ? Action::kRecompute : Action::kKeep);
+  }
+  return actions;
+}
+
 }  // namespace remat

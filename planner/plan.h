@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/model.h"
+
 namespace remat {
 
 // What happens to one block's activations between forward and backward.
@@ -75,6 +77,11 @@ int64_t RecomputeNs(const PlanProblem& problem,
 
 // Fills predicted_peak_bytes, recompute_ns and feasible from the actions.
 void ScorePlan(const PlanProblem& problem, Plan* plan);
+
+// The plan that is always safe to run (the least memory without a memory
+// model): every checkpointable block RECOMPUTE, the rest KEEP. One action
+// per block of `model`, in order. Samples are collected under it.
+std::vector<Action> SafeActions(const ModelSpec& model);
 
 }  // namespace remat
 

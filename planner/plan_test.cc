@@ -57,5 +57,17 @@ TEST_CASE("action names round-trip") {
   CHECK_FALSE(ParseAction("keep", &parsed));
 }
 
+TEST_CASE("safe actions recompute every checkpointable block") {
+  const ModelSpec model{
+      "m", {"batch"}, {{"embed", false}, {"l0", true}, {"l1", true}}};
+  CHECK(SafeActions(model) == std::vector<Action>{Action::kKeep,
+                                                  Action::kRecompute,
+                                                  Action::kRecompute});
+  const ModelSpec frozen{"f", {"batch"}, {{"a", false}, {"b", false}}};
+  CHECK(SafeActions(frozen) ==
+        std::vector<Action>{Action::kKeep, Action::kKeep});
+  CHECK(SafeActions(ModelSpec{"empty", {"batch"}, {}}).empty());
+}
+
 }  // namespace
 }  // namespace remat

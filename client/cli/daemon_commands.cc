@@ -168,6 +168,18 @@ int64_t ParseBudget(const std::string& budget) {
   return *bytes;
 }
 
+// A GetPlan or ExplainPlan request (they carry the same fields) from the
+// command line. Throws CLI::ValidationError.
+template <typename ProtoRequest>
+ProtoRequest MakePlanRequest(const PlanArgs& p) {
+  ProtoRequest request;
+  request.set_model(p.model);
+  *request.mutable_features() = ParseFeatures(p.features);
+  request.set_budget_bytes(ParseBudget(p.budget));
+  request.set_solver(p.solver);
+  return request;
+}
+
 std::unique_ptr<v1::Planner::Stub> Stub(const CommonArgs& args) {
   return v1::Planner::NewStub(MakeDaemonChannel(args.address));
 }
@@ -286,11 +298,7 @@ int RunModel(const CommonArgs& args, const std::string& name) {
 }
 
 int RunPlan(const CommonArgs& args, const PlanArgs& p) {
-  v1::GetPlanRequest request;
-  request.set_model(p.model);
-  *request.mutable_features() = ParseFeatures(p.features);
-  request.set_budget_bytes(ParseBudget(p.budget));
-  request.set_solver(p.solver);
+  const auto request = MakePlanRequest<v1::GetPlanRequest>(p);
   grpc::ClientContext context;
   SetDeadline(&context, args);
   v1::GetPlanResponse r;
@@ -334,11 +342,7 @@ int RunPlan(const CommonArgs& args, const PlanArgs& p) {
 }
 
 int RunExplain(const CommonArgs& args, const PlanArgs& p) {
-  v1::ExplainPlanRequest request;
-  request.set_model(p.model);
-  *request.mutable_features() = ParseFeatures(p.features);
-  request.set_budget_bytes(ParseBudget(p.budget));
-  request.set_solver(p.solver);
+  const auto request = MakePlanRequest<v1::ExplainPlanRequest>(p);
   grpc::ClientContext context;
   SetDeadline(&context, args);
   v1::ExplainPlanResponse r;

@@ -30,6 +30,28 @@ nlohmann::json FeaturesJson(const FeatureMap& map) {
   return j;
 }
 
+// Checks a GetPlan or ExplainPlan request (they carry the same fields) and
+// converts it for the core. Fills `spec` with the model's spec.
+template <typename ProtoRequest>
+absl::Status ToPlanRequest(const PlannerCore& core, const ProtoRequest& request,
+                           ModelSpec* spec, PlanRequest* out) {
+  if (request.model().empty()) return Required("model");
+  if (request.budget_bytes() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "budget_bytes: must be > 0, got ", request.budget_bytes()));
+  }
+  auto found = core.GetModelSpec(request.model());
+  if (!found.ok()) return found.status();
+  *spec = *std::move(found);
+  auto features = FeaturesFromMap(*spec, request.features(), "features");
+  if (!features.ok()) return features.status();
+  out->model = request.model();
+  out->features = *std::move(features);
+  out->budget_bytes = request.budget_bytes();
+  out->solver = request.solver();
+  return absl::OkStatus();
+}
+
 // Runs `fn`, turning any exception into INTERNAL: no request may take the
 // daemon down.
 template <typename Fn>
@@ -223,20 +245,11 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
                                        const v1::GetPlanRequest& request,
                                        v1::GetPlanResponse* response) {
   const auto start = std::chrono::steady_clock::now();
-  if (request.model().empty()) return Required("model");
-  if (request.budget_bytes() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "budget_bytes: must be > 0, got ", request.budget_bytes()));
-  }
-  auto spec = core_->GetModelSpec(request.model());
-  if (!spec.ok()) return spec.status();
-  auto features = FeaturesFromMap(*spec, request.features(), "features");
-  if (!features.ok()) return features.status();
+  ModelSpec spec;
   PlanRequest plan_request;
-  plan_request.model = request.model();
-  plan_request.features = *features;
-  plan_request.budget_bytes = request.budget_bytes();
-  plan_request.solver = request.solver();
+  if (auto s = ToPlanRequest(*core_, request, &spec, &plan_request); !s.ok()) {
+    return s;
+  }
   auto result = core_->GetPlan(plan_request);
   if (!result.ok()) {
     if (absl::IsResourceExhausted(result.status())) {
@@ -256,7 +269,7 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
     }
     return result.status();
   }
-  PlanResultToProto(*spec, *result, response);
+  PlanResultToProto(spec, *result, response);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -320,23 +333,14 @@ absl::Status PlannerService::DoReportOutcome(
 
 absl::Status PlannerService::DoExplainPlan(
     const v1::ExplainPlanRequest& request, v1::ExplainPlanResponse* response) {
-  if (request.model().empty()) return Required("model");
-  if (request.budget_bytes() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "budget_bytes: must be > 0, got ", request.budget_bytes()));
-  }
-  auto spec = core_->GetModelSpec(request.model());
-  if (!spec.ok()) return spec.status();
-  auto features = FeaturesFromMap(*spec, request.features(), "features");
-  if (!features.ok()) return features.status();
+  ModelSpec spec;
   PlanRequest plan_request;
-  plan_request.model = request.model();
-  plan_request.features = *features;
-  plan_request.budget_bytes = request.budget_bytes();
-  plan_request.solver = request.solver();
+  if (auto s = ToPlanRequest(*core_, request, &spec, &plan_request); !s.ok()) {
+    return s;
+  }
   auto result = core_->Explain(plan_request);
   if (!result.ok()) return result.status();
-  ExplainResultToProto(*spec, *result, request.budget_bytes(), response);
+  ExplainResultToProto(spec, *result, request.budget_bytes(), response);
   return absl::OkStatus();
 }
 
