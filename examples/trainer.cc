@@ -45,6 +45,12 @@ struct Trainer::Impl {
             trace.get()));
     optimizer = std::make_unique<torch::optim::SGD>(
         model->parameters(), torch::optim::SGDOptions(o.learning_rate));
+    // Gradients live for the whole run (zero_grad zeroes them), as in a
+    // training job past its first step; allocating them now keeps the first
+    // step's memory like every other step's.
+    for (torch::Tensor& p : model->parameters()) {
+      p.mutable_grad() = torch::zeros_like(p);
+    }
   }
 
   TrainerOptions options;
@@ -105,8 +111,6 @@ int64_t Trainer::NoCheckpointPeakBytes(const BatchShape& shape) {
                                       shape.seq, impl_->generator);
   impl_->optimizer->zero_grad();
   CheckpointedSequential& model = impl_->model;
-  // Gradients are allocated during backward, as in a real step.
-  for (torch::Tensor& p : model->parameters()) p.mutable_grad() = torch::Tensor();
   const int64_t resident =
       model->resident_bytes() + static_cast<int64_t>(ids.storage().nbytes());
   int64_t peak = 0;
