@@ -236,10 +236,15 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
   }
   const Plan& plan = *result->plan;
   if (!plan.feasible) {
+    // Only the exact solvers' infeasible plan is the smallest reachable
+    // peak; a heuristic's is just its own plan's.
+    const bool exact = plan.solver == "exact" || plan.solver == "static_max";
     return absl::ResourceExhaustedError(absl::StrCat(
-        "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
-        " for features [", absl::StrJoin(request.features, ", "),
-        "]; the smallest reachable peak is ",
+        "budget_bytes: no ", plan.solver, " plan fits ",
+        FormatBytes(request.budget_bytes), " for features [",
+        absl::StrJoin(request.features, ", "), "]; ",
+        exact ? "the smallest reachable peak is "
+              : "its plan's predicted peak is ",
         FormatBytes(plan.predicted_peak_bytes), " (",
         plan.predicted_peak_bytes, " bytes); raise the budget or shrink the "
         "batch"));
