@@ -97,8 +97,10 @@ class PlannerCore {
                           const std::vector<Sample>& samples);
 
   // NOT_FOUND, INVALID_ARGUMENT (features, budget, solver), or
-  // RESOURCE_EXHAUSTED when no plan fits, with the smallest reachable peak
-  // in the message. COLLECT is a successful result, not an error.
+  // RESOURCE_EXHAUSTED when no plan fits (exact and static_max), with the
+  // smallest reachable peak in the message. The baseline solvers' plans are
+  // returned even when the memory model says they do not fit
+  // (plan->feasible false). COLLECT is a successful result, not an error.
   absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request);
 
   // Like GetPlan, for explaining: returns the plan even when it does not fit

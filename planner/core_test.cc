@@ -137,6 +137,11 @@ TEST_CASE("no plan fits: RESOURCE_EXHAUSTED names the smallest peak") {
   CHECK(absl::IsResourceExhausted(result.status()));
   CHECK(result.status().message().find("smallest reachable peak") !=
         std::string::npos);
+  // A baseline's plan comes back as it is, marked as not fitting.
+  auto baseline = core.GetPlan({"enc", {8, 512}, 1 << 20, "mimose_greedy"});
+  REQUIRE(baseline.ok());
+  CHECK_FALSE(baseline->plan->feasible);
+  CHECK(baseline->plan->solver == "mimose_greedy");
   auto explained = core.Explain({"enc", {8, 512}, 1 << 20});
   REQUIRE(explained.ok());
   CHECK_FALSE(explained->plan->feasible);
