@@ -78,39 +78,6 @@ std::string RunIsolated(const std::function<std::string()>& fn) {
   return text;
 }
 
-nlohmann::json ToJson(const StepRecord& r) {
-  return {{"step", r.step},
-          {"batch", r.batch},
-          {"seq", r.seq},
-          {"plan", r.plan},
-          {"collect", r.collect},
-          {"recomputed_blocks", r.recomputed_blocks},
-          {"blocks", r.blocks},
-          {"predicted_peak_bytes", r.predicted_peak_bytes},
-          {"measured_peak_bytes", r.measured_peak_bytes},
-          {"budget_bytes", r.budget_bytes},
-          {"step_ms", r.step_ms},
-          {"plan_ms", r.plan_ms},
-          {"loss", r.loss}};
-}
-
-StepRecord FromJson(const nlohmann::json& j) {
-  StepRecord r;
-  r.step = j.at("step");
-  r.batch = j.at("batch");
-  r.seq = j.at("seq");
-  r.plan = j.at("plan");
-  r.collect = j.at("collect");
-  r.recomputed_blocks = j.at("recomputed_blocks");
-  r.blocks = j.at("blocks");
-  r.predicted_peak_bytes = j.at("predicted_peak_bytes");
-  r.measured_peak_bytes = j.at("measured_peak_bytes");
-  r.budget_bytes = j.at("budget_bytes");
-  r.step_ms = j.at("step_ms");
-  r.plan_ms = j.at("plan_ms");
-  r.loss = j.at("loss");
-  return r;
-}
 
 std::unique_ptr<Planner> MakePlanner(const std::string& strategy) {
   if (strategy == "none" || strategy == "all" || strategy == "sqrt") {
@@ -128,6 +95,13 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 }  // namespace
+
+// One step record per JSON object, across the process boundary.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, batch, seq, plan,
+                                   collect, recomputed_blocks, blocks,
+                                   predicted_peak_bytes, measured_peak_bytes,
+                                   budget_bytes, step_ms, plan_ms, loss)
+
 }  // namespace remat
 
 int main(int argc, char** argv) {
@@ -190,12 +164,12 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "%-13s %s\n", name.c_str(),
                        FormatStep(r, steps).c_str());
         }
-        out.push_back(ToJson(r));
+        out.push_back(r);
       }
       return out.dump();
     });
     for (const nlohmann::json& j : nlohmann::json::parse(records)) {
-      s.records.push_back(FromJson(j));
+      s.records.push_back(j.get<StepRecord>());
     }
     strategies.push_back(std::move(s));
   }
