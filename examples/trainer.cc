@@ -1,6 +1,7 @@
 #include "examples/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include <torch/torch.h>
@@ -144,7 +145,10 @@ absl::StatusOr<PlanResult> FixedPlanner::GetPlan(const PlanRequest& request) {
   }
   PlanResult result;
   result.plan = std::make_shared<Plan>((*solver)->Solve(problem));
-  for (double f : request.features) result.bucket.push_back(f);
+  // The plan does not depend on the features: bucket them as they come.
+  for (double f : request.features) {
+    result.bucket.push_back(static_cast<int64_t>(std::ceil(f)));
+  }
   return result;
 }
 
