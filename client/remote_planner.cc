@@ -72,15 +72,19 @@ ProtoRequest PlanRequestToProto(const ModelSpec& spec,
 
 }  // namespace
 
-std::shared_ptr<grpc::Channel> MakeDaemonChannel(const std::string& address) {
+grpc::ChannelArguments DaemonChannelArguments() {
   grpc::ChannelArguments args;
   // Reconnect quickly after a daemon restart; the defaults back off to 2 min.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(64 << 20);
+  return args;
+}
+
+std::shared_ptr<grpc::Channel> MakeDaemonChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+                                   DaemonChannelArguments());
 }
 
 bool RemotePlanner::FallbackKey::operator<(const FallbackKey& o) const {

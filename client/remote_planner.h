@@ -27,6 +27,7 @@
 #define REMAT_CLIENT_REMOTE_PLANNER_H_
 
 #include <grpcpp/channel.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include <chrono>
 #include <cstdint>
@@ -63,8 +64,11 @@ struct RemotePlannerOptions {
   size_t max_fallback_plans = 256;
 };
 
-// A channel to rematd with fast reconnects (100 ms first backoff, 1 s max),
-// for RemotePlanner and the CLI.
+// The arguments of a channel to rematd: fast reconnects (100 ms first
+// backoff, 1 s max) and a 64 MiB receive limit.
+grpc::ChannelArguments DaemonChannelArguments();
+// A channel to rematd with DaemonChannelArguments, for RemotePlanner and the
+// CLI.
 std::shared_ptr<grpc::Channel> MakeDaemonChannel(const std::string& address);
 
 class RemotePlanner final : public Planner {

@@ -47,7 +47,7 @@ struct PlannerCore::Impl {
   // One registered model. `mu` serialises its estimator; plans are solved
   // under it too, so a plan is never cached after a refit made it stale.
   struct Model {
-    ModelSpec spec;
+    std::shared_ptr<const ModelSpec> spec;  // never null; never changes
     std::vector<double> granularity;  // per feature
     std::unique_ptr<Estimator> estimator;
     std::mutex mu;
@@ -92,7 +92,7 @@ struct PlannerCore::Impl {
     if (!found.ok()) return found.status();
     Request out;
     out.model = *std::move(found);
-    if (auto s = ValidateFeatures(out.model->spec, r.features); !s.ok()) {
+    if (auto s = ValidateFeatures(*out.model->spec, r.features); !s.ok()) {
       return s;
     }
     if (r.budget_bytes <= 0) {
@@ -121,7 +121,7 @@ struct PlannerCore::Impl {
     Features at(result.bucket.begin(), result.bucket.end());
     if (solver_name == "static_max") {
       for (const FeatureRange& range : m.estimator->ObservedRange()) {
-        auto i = FeatureIndex(m.spec, range.feature);
+        auto i = FeatureIndex(*m.spec, range.feature);
         if (i) at[*i] = std::max(at[*i], range.max);
       }
     }
@@ -134,7 +134,7 @@ struct PlannerCore::Impl {
     const int64_t margin_bytes = static_cast<int64_t>(
         std::ceil(options.margin_fraction * r.budget_bytes));
     const PlanProblem problem =
-        MakePlanProblem(m.spec, *prediction, r.budget_bytes, margin_bytes);
+        MakePlanProblem(*m.spec, *prediction, r.budget_bytes, margin_bytes);
     result.plan = std::make_shared<Plan>(solver.Solve(problem));
     return result;
   }
@@ -150,7 +150,7 @@ absl::Status PlannerCore::RegisterModel(const ModelSpec& spec) {
   std::unique_lock lock(impl_->models_mu);
   auto it = impl_->models.find(spec.name);
   if (it != impl_->models.end()) {
-    if (SameShape(it->second->spec, spec)) return absl::OkStatus();
+    if (SameShape(*it->second->spec, spec)) return absl::OkStatus();
     return absl::AlreadyExistsError(absl::StrCat(
         "model: \"", spec.name,
         "\" is registered with different blocks or features; register the "
@@ -164,7 +164,7 @@ absl::Status PlannerCore::RegisterModel(const ModelSpec& spec) {
   auto estimator = impl_->NewEstimator(spec);
   if (!estimator.ok()) return estimator.status();
   auto model = std::make_shared<Impl::Model>();
-  model->spec = spec;
+  model->spec = std::make_shared<const ModelSpec>(spec);
   model->estimator = *std::move(estimator);
   for (const std::string& f : spec.feature_names) {
     auto g = impl_->options.granularity.find(f);
@@ -191,7 +191,7 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
   // A sample's measured step peak ran the safe plan (that is how samples
   // are collected): it calibrates the memory model like an outcome does,
   // so the first real plan already accounts for what the model misses.
-  const std::vector<Action> safe = SafeActions((*m)->spec);
+  const std::vector<Action> safe = SafeActions(*(*m)->spec);
   for (const Sample& sample : samples) {
     if (!sample.peak_bytes || *sample.peak_bytes == 0) continue;
     if (auto s = (*m)->estimator->ReportPeak(sample.features, safe,
@@ -205,25 +205,39 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
 }
 
 absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
+  if (auto cached = GetPlanIfCached(request)) return *std::move(cached);
+  return GetPlanUncached(request);
+}
+
+std::optional<absl::StatusOr<PlanResult>> PlannerCore::GetPlanIfCached(
+    const PlanRequest& request) {
+  auto prepared = impl_->Prepare(request);
+  if (!prepared.ok()) return prepared.status();
+  PlanKey key{request.model,
+              BucketFeatures(request.features, prepared->model->granularity),
+              request.budget_bytes, prepared->solver_name};
+  auto cached = impl_->cache.Lookup(key);
+  if (cached == nullptr) return std::nullopt;
+  PlanResult result;
+  result.plan = std::move(cached);
+  result.from_cache = true;
+  result.bucket = std::move(key.bucket);
+  return result;
+}
+
+absl::StatusOr<PlanResult> PlannerCore::GetPlanUncached(
+    const PlanRequest& request) {
   auto prepared = impl_->Prepare(request);
   if (!prepared.ok()) return prepared.status();
   Impl::Model& m = *prepared->model;
   PlanKey key{request.model, BucketFeatures(request.features, m.granularity),
               request.budget_bytes, prepared->solver_name};
-  if (auto cached = impl_->cache.Lookup(key)) {
-    PlanResult result;
-    result.plan = std::move(cached);
-    result.from_cache = true;
-    result.bucket = std::move(key.bucket);
-    return result;
-  }
-
   std::lock_guard lock(m.mu);
   if (m.estimator->num_samples() == 0) {
     PlanResult result;
     result.collect = true;
     result.collect_reason = "no samples yet";
-    result.plan = SafePlan(m.spec, "collect: no samples yet");
+    result.plan = SafePlan(*m.spec, "collect: no samples yet");
     result.bucket = std::move(key.bucket);
     return result;
   }
@@ -231,7 +245,7 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
                              *prepared->solver, key.bucket);
   if (!result.ok()) return result.status();
   if (result->collect) {
-    result->plan = SafePlan(m.spec, "collect: " + result->collect_reason);
+    result->plan = SafePlan(*m.spec, "collect: " + result->collect_reason);
     return result;
   }
   const Plan& plan = *result->plan;
@@ -272,11 +286,11 @@ absl::Status PlannerCore::ReportOutcome(const Outcome& outcome) {
   auto found = impl_->Find(outcome.model);
   if (!found.ok()) return found.status();
   Impl::Model& m = **found;
-  if (auto s = ValidateFeatures(m.spec, outcome.features); !s.ok()) return s;
-  if (outcome.actions.size() != m.spec.blocks.size()) {
+  if (auto s = ValidateFeatures(*m.spec, outcome.features); !s.ok()) return s;
+  if (outcome.actions.size() != m.spec->blocks.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "actions: has ", outcome.actions.size(), " entries; model \"",
-        outcome.model, "\" has ", m.spec.blocks.size(), " blocks"));
+        outcome.model, "\" has ", m.spec->blocks.size(), " blocks"));
   }
   if (outcome.measured_peak_bytes < 0) {
     return absl::InvalidArgumentError("measured_peak_bytes: must not be negative");
@@ -320,7 +334,7 @@ absl::StatusOr<ModelState> PlannerCore::GetModelState(
   Impl::Model& m = **found;
   std::lock_guard lock(m.mu);
   ModelState state;
-  state.spec = m.spec;
+  state.spec = *m.spec;
   state.num_samples = m.estimator->num_samples();
   if (state.num_samples > 0) {
     state.fit_quality = m.estimator->FitQuality();
@@ -331,7 +345,7 @@ absl::StatusOr<ModelState> PlannerCore::GetModelState(
   return state;
 }
 
-absl::StatusOr<ModelSpec> PlannerCore::GetModelSpec(
+absl::StatusOr<std::shared_ptr<const ModelSpec>> PlannerCore::GetModelSpec(
     const std::string& model) const {
   auto found = impl_->Find(model);
   if (!found.ok()) return found.status();

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,7 +102,16 @@ class PlannerCore {
   // smallest reachable peak in the message. The baseline solvers' plans are
   // returned even when the memory model says they do not fit
   // (plan->feasible false). COLLECT is a successful result, not an error.
+  // GetPlan = GetPlanIfCached, and GetPlanUncached on a miss.
   absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request);
+  // GetPlan's answer when it needs no estimate or solve: a cache hit, or a
+  // request error. nullopt on a cache miss: then call GetPlanUncached. Never
+  // waits for a solve in progress, so a server can answer it on its I/O
+  // thread.
+  std::optional<absl::StatusOr<PlanResult>> GetPlanIfCached(
+      const PlanRequest& request);
+  // GetPlan past the cache: estimates, solves, and caches the plan.
+  absl::StatusOr<PlanResult> GetPlanUncached(const PlanRequest& request);
 
   // Like GetPlan, for explaining: returns the plan even when it does not fit
   // (plan->feasible false) and plans even when the estimator cannot vouch
@@ -114,7 +124,9 @@ class PlannerCore {
 
   std::vector<std::string> ListModels() const;
   absl::StatusOr<ModelState> GetModelState(const std::string& model) const;
-  absl::StatusOr<ModelSpec> GetModelSpec(const std::string& model) const;
+  // Never null; shared, not copied: a spec never changes once registered.
+  absl::StatusOr<std::shared_ptr<const ModelSpec>> GetModelSpec(
+      const std::string& model) const;
   PlanCacheStats cache_stats() const;
 
  private:

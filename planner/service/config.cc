@@ -36,6 +36,7 @@ v1::DaemonConfig DefaultDaemonConfig() {
   c.set_grace_seconds(5);
   c.set_reflection(false);
   c.set_port_file("");
+  c.set_worker_threads(4);
   v1::Limits* l = c.mutable_limits();
   l->set_max_models(256);
   l->set_max_blocks_per_model(kMaxBlocks);
@@ -168,6 +169,10 @@ absl::Status ValidateDaemonConfig(
     return Bad("grace_seconds", "--grace-seconds",
                absl::StrCat("must be in [0, 3600], got ", c.grace_seconds()));
   }
+  if (c.worker_threads() < 1 || c.worker_threads() > 256) {
+    return Bad("worker_threads", "--worker-threads",
+               absl::StrCat("must be in [1, 256], got ", c.worker_threads()));
+  }
   const v1::Limits& l = c.limits();
   if (l.max_models() < 1) {
     return Bad("limits.max_models", "--max-models",
@@ -282,6 +287,8 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
   app->add_option("--grace-seconds", f->grace_seconds,
                   "On SIGTERM, in-flight calls get this long (default 5)");
   app->add_flag("--reflection", f->reflection, "Serve gRPC reflection");
+  app->add_option("--worker-threads", f->worker_threads,
+                  "Threads for solves and log writes (default 4)");
   app->add_option("--port-file", f->port_file,
                   "Write {\"grpc_port\":N,\"metrics_port\":M} here once "
                   "serving");
@@ -329,6 +336,7 @@ absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
   if (given("--grace-seconds")) config.set_grace_seconds(f.grace_seconds);
   if (given("--reflection")) config.set_reflection(f.reflection);
   if (given("--port-file")) config.set_port_file(f.port_file);
+  if (given("--worker-threads")) config.set_worker_threads(f.worker_threads);
   v1::Limits* l = config.mutable_limits();
   if (given("--max-models")) l->set_max_models(f.max_models);
   if (given("--max-blocks-per-model")) {

@@ -63,6 +63,7 @@ struct DaemonFlags {
   double grace_seconds = 0;
   bool reflection = false;
   std::string port_file;
+  int worker_threads = 0;
   int max_models = 0;
   int max_blocks_per_model = 0;
   int max_samples_per_request = 0;

@@ -1,12 +1,14 @@
 #include "planner/service/daemon.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/server_builder.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +27,24 @@ constexpr char kPlannerServiceName[] = "remat.v1.Planner";
 // Consecutive sample records of one model are replayed as one AddSamples
 // (one refit) up to this many samples.
 constexpr size_t kReplayBatchSamples = 20000;
+
+// Linking gRPC's reflection library registers its plugin with every server
+// builder (a static initializer), so reflection would always be on; this
+// option takes it out again unless the config asks for it.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(
+      std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins)
+      override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                         return p->name() == "proto_server_reflection";
+                       }),
+        plugins->end());
+  }
+};
 
 ServiceLimits ToLimits(const v1::DaemonConfig& c) {
   ServiceLimits l;
@@ -80,13 +100,22 @@ absl::Status Daemon::Start() {
 
   service_ = std::make_unique<PlannerService>(core_.get(), wal_.get(),
                                               &metrics_, ToLimits(config_));
-  grpc::EnableDefaultHealthCheckService(true);
-  if (config_.reflection()) {
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  }
+  // Our health service replaces gRPC's (see health_service.h).
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::ServerBuilder builder;
+  if (config_.reflection()) {
+    // A synchronous service: with it on, the server also runs gRPC's
+    // synchronous thread pool (slower plan-cache hits; see async_server.h).
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  } else {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
   builder.SetMaxReceiveMessageSize(config_.limits().max_message_bytes());
-  builder.RegisterService(service_.get());
+  builder.RegisterService(&planner_async_);
+  builder.RegisterService(health_.async_service());
+  // NOT_SERVING until the state is loaded.
+  health_.SetServingStatus("", false);
+  health_.SetServingStatus(kPlannerServiceName, false);
   if (!config_.listen().empty()) {
     builder.AddListeningPort(config_.listen(),
                              grpc::InsecureServerCredentials(), &grpc_port_);
@@ -95,15 +124,20 @@ absl::Status Daemon::Start() {
     builder.AddListeningPort(UnixSocketTarget(config_.unix_socket()),
                              grpc::InsecureServerCredentials());
   }
+  cq_ = builder.AddCompletionQueue();
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || (!config_.listen().empty() && grpc_port_ == 0)) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve on listen=\"", config_.listen(), "\" unix_socket=\"",
         config_.unix_socket(), "\" (in use, or no permission)"));
   }
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  health->SetServingStatus(false);
-  health->SetServingStatus(kPlannerServiceName, false);
+  workers_ = std::make_unique<WorkerPool>(config_.worker_threads());
+  ServePlanner();
+  health_.Serve(cq_.get());
+  // One I/O thread: at 16 concurrent clients on 2 cores a second one
+  // measured slower (the two contend for the same sockets), and the
+  // workers take everything that could block.
+  io_thread_ = std::thread([cq = cq_.get()] { RunCompletionQueue(cq); });
 
   if (config_.metrics_port() >= 0) {
     http_ = std::make_unique<HttpServer>(
@@ -173,8 +207,8 @@ absl::Status Daemon::Start() {
 
   service_->SetReady(true);
   serving_ = true;
-  health->SetServingStatus(true);
-  health->SetServingStatus(kPlannerServiceName, true);
+  health_.SetServingStatus("", true);
+  health_.SetServingStatus(kPlannerServiceName, true);
   if (auto s = WritePortFile(); !s.ok()) return s;
   LogEvent(spdlog::level::info, "serving",
            {{"listen", config_.listen()},
@@ -256,22 +290,55 @@ void Daemon::Shutdown() {
   if (server_ != nullptr) {
     LogEvent(spdlog::level::info, "shutting_down",
              {{"grace_seconds", config_.grace_seconds()}});
-    grpc::HealthCheckServiceInterface* health =
-        server_->GetHealthCheckService();
-    if (health != nullptr) {
-      health->SetServingStatus(false);
-      health->SetServingStatus(kPlannerServiceName, false);
-    }
+    health_.Shutdown();
     const auto deadline = std::chrono::system_clock::now() +
                           std::chrono::milliseconds(static_cast<int64_t>(
                               config_.grace_seconds() * 1000));
     server_->Shutdown(deadline);
+  }
+  // Every call has ended or been cancelled; the workers finish what they
+  // hold (their answers complete on the queue), then the queue drains.
+  workers_.reset();
+  if (cq_ != nullptr) {
+    cq_->Shutdown();
+    if (io_thread_.joinable()) io_thread_.join();
   }
   if (http_ != nullptr) http_->Stop();
   if (server_ != nullptr) {
     LogEvent(spdlog::level::info, "stopped",
              {{"wal_bytes", wal_ != nullptr ? wal_->size_bytes() : 0}});
   }
+}
+
+void Daemon::ServePlanner() {
+  using P = v1::Planner::AsyncService;
+  PlannerService* service = service_.get();
+  WorkerPool* workers = workers_.get();
+  ServeUnary(&planner_async_, &P::RequestGetPlan, cq_.get(),
+             UnaryMethod<v1::GetPlanRequest, v1::GetPlanResponse>{
+                 nullptr,
+                 [service](grpc::ServerContext* c,
+                           const v1::GetPlanRequest& q,
+                           v1::GetPlanResponse* r) {
+                   return service->GetPlanIfCached(c, &q, r);
+                 },
+                 [service](grpc::ServerContext* c,
+                           const v1::GetPlanRequest& q,
+                           v1::GetPlanResponse* r) {
+                   return service->GetPlanUncached(c, &q, r);
+                 },
+                 workers});
+  // The other methods run on the workers.
+  auto on_workers = [&](auto request_method, auto handler) {
+    ServeOnWorkers(&planner_async_, request_method, cq_.get(), workers,
+                   service, handler);
+  };
+  on_workers(&P::RequestRegisterModel, &PlannerService::RegisterModel);
+  on_workers(&P::RequestReportSamples, &PlannerService::ReportSamples);
+  on_workers(&P::RequestReportOutcome, &PlannerService::ReportOutcome);
+  on_workers(&P::RequestExplainPlan, &PlannerService::ExplainPlan);
+  on_workers(&P::RequestListModels, &PlannerService::ListModels);
+  on_workers(&P::RequestGetModelState, &PlannerService::GetModelState);
 }
 
 void Daemon::Wait() {

@@ -20,15 +20,19 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "planner/core.h"
+#include "planner/service/async_server.h"
+#include "planner/service/health_service.h"
 #include "planner/service/http_server.h"
 #include "planner/service/metrics.h"
 #include "planner/service/service.h"
 #include "planner/service/wal.h"
 #include "proto/config.pb.h"
+#include "proto/remat.grpc.pb.h"
 
 namespace remat {
 
@@ -53,6 +57,9 @@ class Daemon {
   Metrics& metrics() { return metrics_; }
 
  private:
+  // Starts answering every Planner method: GetPlan's cache hits on the I/O
+  // thread, the rest on the workers.
+  void ServePlanner();
   HttpResponse HandleHttp(const std::string& path);
   absl::Status WritePortFile() const;
 
@@ -61,7 +68,13 @@ class Daemon {
   Metrics metrics_;
   std::unique_ptr<Wal> wal_;
   std::unique_ptr<PlannerService> service_;
+  // Declared before server_: the services and the queue must outlive it.
+  v1::Planner::AsyncService planner_async_;
+  HealthService health_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::thread io_thread_;
   std::unique_ptr<HttpServer> http_;
   WalRecovery recovery_;
   int grpc_port_ = 0;

@@ -34,7 +34,8 @@ nlohmann::json FeaturesJson(const FeatureMap& map) {
 // converts it for the core. Fills `spec` with the model's spec.
 template <typename ProtoRequest>
 absl::Status ToPlanRequest(const PlannerCore& core, const ProtoRequest& request,
-                           ModelSpec* spec, PlanRequest* out) {
+                           std::shared_ptr<const ModelSpec>* spec,
+                           PlanRequest* out) {
   if (request.model().empty()) return Required("model");
   if (request.budget_bytes() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -43,7 +44,7 @@ absl::Status ToPlanRequest(const PlannerCore& core, const ProtoRequest& request,
   auto found = core.GetModelSpec(request.model());
   if (!found.ok()) return found.status();
   *spec = *std::move(found);
-  auto features = FeaturesFromMap(*spec, request.features(), "features");
+  auto features = FeaturesFromMap(**spec, request.features(), "features");
   if (!features.ok()) return features.status();
   out->model = request.model();
   out->features = *std::move(features);
@@ -115,12 +116,26 @@ grpc::Status PlannerService::ReportSamples(
                 Guarded([&] { return DoReportSamples(*request, response); }));
 }
 
-grpc::Status PlannerService::GetPlan(grpc::ServerContext* context,
-                                     const v1::GetPlanRequest* request,
-                                     v1::GetPlanResponse* response) {
+std::optional<grpc::Status> PlannerService::GetPlanIfCached(
+    grpc::ServerContext* context, const v1::GetPlanRequest* request,
+    v1::GetPlanResponse* response) {
+  REMAT_CHECK_READY("GetPlan");
+  bool answered = true;
+  const absl::Status status = Guarded([&] {
+    return DoGetPlan(context, *request, response, /*cache_only=*/true,
+                     &answered);
+  });
+  if (!answered) return std::nullopt;
+  return Finish("GetPlan", status);
+}
+
+grpc::Status PlannerService::GetPlanUncached(grpc::ServerContext* context,
+                                             const v1::GetPlanRequest* request,
+                                             v1::GetPlanResponse* response) {
   REMAT_CHECK_READY("GetPlan");
   return Finish("GetPlan", Guarded([&] {
-                  return DoGetPlan(context, *request, response);
+                  return DoGetPlan(context, *request, response,
+                                   /*cache_only=*/false, nullptr);
                 }));
 }
 
@@ -227,7 +242,7 @@ absl::Status PlannerService::DoReportSamples(
   std::vector<Sample> samples;
   samples.reserve(request.samples_size());
   for (int i = 0; i < request.samples_size(); ++i) {
-    auto sample = SampleFromProto(*spec, request.samples(i),
+    auto sample = SampleFromProto(**spec, request.samples(i),
                                   absl::StrCat("samples[", i, "]"));
     if (!sample.ok()) return sample.status();
     samples.push_back(*std::move(sample));
@@ -243,14 +258,25 @@ absl::Status PlannerService::DoReportSamples(
 
 absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
                                        const v1::GetPlanRequest& request,
-                                       v1::GetPlanResponse* response) {
+                                       v1::GetPlanResponse* response,
+                                       bool cache_only, bool* answered) {
   const auto start = std::chrono::steady_clock::now();
-  ModelSpec spec;
+  std::shared_ptr<const ModelSpec> spec;
   PlanRequest plan_request;
   if (auto s = ToPlanRequest(*core_, request, &spec, &plan_request); !s.ok()) {
     return s;
   }
-  auto result = core_->GetPlan(plan_request);
+  absl::StatusOr<PlanResult> result;
+  if (cache_only) {
+    auto cached = core_->GetPlanIfCached(plan_request);
+    if (!cached) {
+      *answered = false;
+      return absl::OkStatus();
+    }
+    result = *std::move(cached);
+  } else {
+    result = core_->GetPlanUncached(plan_request);
+  }
   if (!result.ok()) {
     if (absl::IsResourceExhausted(result.status())) {
       // No plan fits: tell the caller the smallest reachable peak.
@@ -269,7 +295,7 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
     }
     return result.status();
   }
-  PlanResultToProto(spec, *result, response);
+  PlanResultToProto(*spec, *result, response);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -309,7 +335,7 @@ absl::Status PlannerService::DoReportOutcome(
   }
   auto spec = core_->GetModelSpec(request.model());
   if (!spec.ok()) return spec.status();
-  auto outcome = OutcomeFromProto(*spec, request);
+  auto outcome = OutcomeFromProto(**spec, request);
   if (!outcome.ok()) return outcome.status();
   if (auto s = core_->ReportOutcome(*outcome); !s.ok()) return s;
   v1::WalRecord record;
@@ -333,14 +359,14 @@ absl::Status PlannerService::DoReportOutcome(
 
 absl::Status PlannerService::DoExplainPlan(
     const v1::ExplainPlanRequest& request, v1::ExplainPlanResponse* response) {
-  ModelSpec spec;
+  std::shared_ptr<const ModelSpec> spec;
   PlanRequest plan_request;
   if (auto s = ToPlanRequest(*core_, request, &spec, &plan_request); !s.ok()) {
     return s;
   }
   auto result = core_->Explain(plan_request);
   if (!result.ok()) return result.status();
-  ExplainResultToProto(spec, *result, request.budget_bytes(), response);
+  ExplainResultToProto(*spec, *result, request.budget_bytes(), response);
   return absl::OkStatus();
 }
 
@@ -364,7 +390,7 @@ absl::Status ApplyWalRecord(PlannerCore* core, const v1::WalRecord& record) {
       if (!spec.ok()) return spec.status();
       std::vector<Sample> samples;
       for (int i = 0; i < r.samples_size(); ++i) {
-        auto sample = SampleFromProto(*spec, r.samples(i),
+        auto sample = SampleFromProto(**spec, r.samples(i),
                                       absl::StrCat("samples[", i, "]"));
         if (!sample.ok()) return sample.status();
         samples.push_back(*std::move(sample));
@@ -374,7 +400,7 @@ absl::Status ApplyWalRecord(PlannerCore* core, const v1::WalRecord& record) {
     case v1::WalRecord::kOutcome: {
       auto spec = core->GetModelSpec(record.outcome().model());
       if (!spec.ok()) return spec.status();
-      auto outcome = OutcomeFromProto(*spec, record.outcome());
+      auto outcome = OutcomeFromProto(**spec, record.outcome());
       if (!outcome.ok()) return outcome.status();
       return core->ReportOutcome(*outcome);
     }

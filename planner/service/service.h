@@ -1,4 +1,5 @@
-// The remat.v1.Planner service: translates each RPC into PlannerCore calls
+// The remat.v1.Planner service's handlers (the daemon serves them through
+// the async API, async_server.h): translates each RPC into PlannerCore calls
 // (planner/service/convert.h), makes accepted writes durable in the
 // write-ahead log before acknowledging them, enforces the daemon's limits,
 // and records metrics and one log line per plan decision. No planning logic
@@ -16,7 +17,11 @@
 #ifndef REMAT_PLANNER_SERVICE_SERVICE_H_
 #define REMAT_PLANNER_SERVICE_SERVICE_H_
 
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/status.h>
+
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,7 +29,7 @@
 #include "planner/core.h"
 #include "planner/service/metrics.h"
 #include "planner/service/wal.h"
-#include "proto/remat.grpc.pb.h"
+#include "proto/remat.pb.h"
 #include "proto/wal.pb.h"
 
 namespace remat {
@@ -39,7 +44,7 @@ struct ServiceLimits {
 // fits": the smallest reachable predicted peak, in bytes (decimal).
 inline constexpr char kSmallestPeakMetadataKey[] = "remat-smallest-peak-bytes";
 
-class PlannerService final : public v1::Planner::Service {
+class PlannerService {
  public:
   // `core` and `metrics` must outlive the service; `wal` may be null (no
   // state dir: nothing is durable) and, when set, must outlive it too.
@@ -51,34 +56,43 @@ class PlannerService final : public v1::Planner::Service {
 
   grpc::Status RegisterModel(grpc::ServerContext* context,
                              const v1::RegisterModelRequest* request,
-                             v1::RegisterModelResponse* response) override;
+                             v1::RegisterModelResponse* response);
   grpc::Status ReportSamples(grpc::ServerContext* context,
                              const v1::ReportSamplesRequest* request,
-                             v1::ReportSamplesResponse* response) override;
-  grpc::Status GetPlan(grpc::ServerContext* context,
-                       const v1::GetPlanRequest* request,
-                       v1::GetPlanResponse* response) override;
+                             v1::ReportSamplesResponse* response);
+  // GetPlan in two steps, so that a server can answer plan-cache hits
+  // without waiting behind solves: GetPlanIfCached answers hits (and bad
+  // requests) at once and returns nullopt on a miss; then GetPlanUncached
+  // estimates and solves.
+  std::optional<grpc::Status> GetPlanIfCached(
+      grpc::ServerContext* context, const v1::GetPlanRequest* request,
+      v1::GetPlanResponse* response);
+  grpc::Status GetPlanUncached(grpc::ServerContext* context,
+                               const v1::GetPlanRequest* request,
+                               v1::GetPlanResponse* response);
   grpc::Status ReportOutcome(grpc::ServerContext* context,
                              const v1::ReportOutcomeRequest* request,
-                             v1::ReportOutcomeResponse* response) override;
+                             v1::ReportOutcomeResponse* response);
   grpc::Status ExplainPlan(grpc::ServerContext* context,
                            const v1::ExplainPlanRequest* request,
-                           v1::ExplainPlanResponse* response) override;
+                           v1::ExplainPlanResponse* response);
   grpc::Status ListModels(grpc::ServerContext* context,
                           const v1::ListModelsRequest* request,
-                          v1::ListModelsResponse* response) override;
+                          v1::ListModelsResponse* response);
   grpc::Status GetModelState(grpc::ServerContext* context,
                              const v1::GetModelStateRequest* request,
-                             v1::GetModelStateResponse* response) override;
+                             v1::GetModelStateResponse* response);
 
  private:
   absl::Status DoRegisterModel(const v1::RegisterModelRequest& request,
                                v1::RegisterModelResponse* response);
   absl::Status DoReportSamples(const v1::ReportSamplesRequest& request,
                                v1::ReportSamplesResponse* response);
+  // cache_only: answer only from the cache; a miss sets *answered false.
   absl::Status DoGetPlan(grpc::ServerContext* context,
                          const v1::GetPlanRequest& request,
-                         v1::GetPlanResponse* response);
+                         v1::GetPlanResponse* response, bool cache_only,
+                         bool* answered);
   absl::Status DoReportOutcome(const v1::ReportOutcomeRequest& request);
   absl::Status DoExplainPlan(const v1::ExplainPlanRequest& request,
                              v1::ExplainPlanResponse* response);

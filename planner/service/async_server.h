@@ -1,0 +1,167 @@
+// Serving gRPC methods through the async API: a completion queue drained by
+// a few I/O threads, answers that cannot block given there and everything
+// else handed to a WorkerPool.
+//
+// Why not the synchronous API: in the gRPC of Debian 12 (1.51) a
+// synchronous server grows and shrinks its thread pool with the load
+// (about 200 threads created and destroyed per second at 16 concurrent
+// clients) and hands each call between threads; bench:grpc_load measured
+// multi-millisecond stalls from it, and a callback service adds a polling
+// thread of its own. Here a plan-cache hit is read, answered and written
+// by the thread that polled it, and a slow solve or a log sync never holds
+// up the cache hits of other trainers.
+#ifndef REMAT_PLANNER_SERVICE_ASYNC_SERVER_H_
+#define REMAT_PLANNER_SERVICE_ASYNC_SERVER_H_
+
+#include <grpcpp/completion_queue.h>
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/async_unary_call.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+#include "planner/service/worker_pool.h"
+
+namespace remat {
+
+// What a completion-queue tag does when its operation completes.
+class CompletionTag {
+ public:
+  virtual ~CompletionTag() = default;
+  // `ok`: the operation succeeded (false for a call request when the server
+  // is shutting down, or a write to a call that has ended).
+  virtual void Complete(bool ok) = 0;
+};
+
+// Drains `cq`, completing every tag, until the queue is shut down and empty.
+void RunCompletionQueue(grpc::ServerCompletionQueue* cq);
+
+// A tag a thread can block on, for code that runs a call as a sequence of
+// blocking steps on a thread of its own (health Watch).
+class BlockingTag final : public CompletionTag {
+ public:
+  void Complete(bool ok) override;
+  // Waits for the operation started with this tag and returns its `ok`;
+  // then the tag can start the next operation.
+  bool Wait();
+
+ private:
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool ok_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// How one unary method is served.
+template <typename Request, typename Response>
+struct UnaryMethod {
+  using Writer = grpc::ServerAsyncResponseWriter<Response>;
+  // Asks the server for the next call: wraps the generated RequestFoo.
+  std::function<void(grpc::ServerContext*, Request*, Writer*, void* tag)>
+      accept;
+  // Answers on the I/O thread when it can without blocking; nullopt hands
+  // the call to `handler`. May be empty.
+  std::function<std::optional<grpc::Status>(grpc::ServerContext*,
+                                            const Request&, Response*)>
+      answer_inline;
+  // Answers on a worker thread.
+  std::function<grpc::Status(grpc::ServerContext*, const Request&, Response*)>
+      handler;
+  // May be null when answer_inline always answers.
+  WorkerPool* workers = nullptr;
+};
+
+// One call of a unary method, from accepting it to its answer being sent.
+template <typename Request, typename Response>
+class UnaryCall final : public CompletionTag {
+ public:
+  using Method = UnaryMethod<Request, Response>;
+
+  // Accepts the next call of `method`.
+  static void Listen(std::shared_ptr<const Method> method) {
+    auto* call = new UnaryCall(std::move(method));
+    call->method_->accept(&call->context_, &call->request_, &call->writer_,
+                          call);
+  }
+
+  void Complete(bool ok) override {
+    if (answering_ || !ok) {  // the answer is sent, or the server stops
+      delete this;
+      return;
+    }
+    answering_ = true;
+    Listen(method_);
+    if (method_->answer_inline) {
+      if (auto status =
+              method_->answer_inline(&context_, request_, &response_)) {
+        Answer(*status);
+        return;
+      }
+    }
+    method_->workers->Post([this] {
+      Answer(method_->handler(&context_, request_, &response_));
+    });
+  }
+
+ private:
+  explicit UnaryCall(std::shared_ptr<const Method> method)
+      : method_(std::move(method)), writer_(&context_) {}
+
+  void Answer(const grpc::Status& status) {
+    if (status.ok()) {
+      writer_.Finish(response_, status, this);
+    } else {
+      writer_.FinishWithError(status, this);
+    }
+  }
+
+  const std::shared_ptr<const Method> method_;
+  grpc::ServerContext context_;
+  Request request_;
+  Response response_;
+  typename Method::Writer writer_;
+  bool answering_ = false;
+};
+
+// Starts serving a unary method on `cq`: `request_method` is the generated
+// &Service::AsyncService::RequestFoo.
+template <typename Request, typename Response, typename AsyncService,
+          typename RequestMethod>
+void ServeUnary(AsyncService* service, RequestMethod request_method,
+                grpc::ServerCompletionQueue* cq,
+                UnaryMethod<Request, Response> method) {
+  method.accept = [service, request_method, cq](
+                      grpc::ServerContext* context, Request* request,
+                      typename UnaryMethod<Request, Response>::Writer* writer,
+                      void* tag) {
+    (service->*request_method)(context, request, writer, cq, cq, tag);
+  };
+  UnaryCall<Request, Response>::Listen(
+      std::make_shared<const UnaryMethod<Request, Response>>(
+          std::move(method)));
+}
+
+// Starts serving a unary method on `cq` whose handler has the synchronous
+// signature, `handler->*method`, on `workers`.
+template <typename AsyncService, typename RequestMethod, typename Handler,
+          typename Request, typename Response>
+void ServeOnWorkers(AsyncService* service, RequestMethod request_method,
+                    grpc::ServerCompletionQueue* cq, WorkerPool* workers,
+                    Handler* handler,
+                    grpc::Status (Handler::*method)(grpc::ServerContext*,
+                                                    const Request*,
+                                                    Response*)) {
+  UnaryMethod<Request, Response> m;
+  m.handler = [handler, method](grpc::ServerContext* context,
+                                const Request& request, Response* response) {
+    return (handler->*method)(context, &request, response);
+  };
+  m.workers = workers;
+  ServeUnary(service, request_method, cq, std::move(m));
+}
+
+}  // namespace remat
+
+#endif  // REMAT_PLANNER_SERVICE_ASYNC_SERVER_H_
