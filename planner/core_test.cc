@@ -117,6 +117,32 @@ TEST_CASE("with samples it plans within budget and caches the bucket") {
   CHECK_FALSE(refit->from_cache);
 }
 
+TEST_CASE("GetPlanIfCached answers hits and bad requests, nothing else") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  const PlanRequest request{"enc", {4, 300}, KeepAllPeak(spec, 4, 304) * 7 / 10};
+  // A miss: nothing to answer without a solve, and nothing solved.
+  CHECK_FALSE(core.GetPlanIfCached(request).has_value());
+  CHECK_FALSE(core.GetPlanIfCached(request).has_value());
+  const PlanCacheStats before = core.cache_stats();
+  auto solved = core.GetPlanUncached(request);
+  REQUIRE(solved.ok());
+  CHECK_FALSE(solved->from_cache);
+  // Past the cache: no second lookup counted.
+  CHECK(core.cache_stats().misses == before.misses);
+  auto hit = core.GetPlanIfCached({"enc", {4, 297}, request.budget_bytes});
+  REQUIRE(hit.has_value());
+  REQUIRE(hit->ok());
+  CHECK((*hit)->from_cache);
+  CHECK((*hit)->plan == solved->plan);
+  CHECK((*hit)->bucket == std::vector<int64_t>{4, 304});
+  auto bad = core.GetPlanIfCached({"nope", {4, 300}, 1 << 30});
+  REQUIRE(bad.has_value());
+  CHECK(absl::IsNotFound(bad->status()));
+}
+
 TEST_CASE("far outside the observed range it collects") {
   PlannerCore core;
   const ModelSpec spec = Spec();

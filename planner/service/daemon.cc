@@ -301,7 +301,11 @@ void Daemon::Shutdown() {
   workers_.reset();
   if (cq_ != nullptr) {
     cq_->Shutdown();
-    if (io_thread_.joinable()) io_thread_.join();
+    if (io_thread_.joinable()) {
+      io_thread_.join();
+    } else {
+      RunCompletionQueue(cq_.get());  // Start failed before the I/O thread
+    }
   }
   if (http_ != nullptr) http_->Stop();
   if (server_ != nullptr) {
