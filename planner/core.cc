@@ -282,6 +282,17 @@ absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
                       BucketFeatures(request.features, m.granularity));
 }
 
+absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
+                                           uint64_t outcomes,
+                                           uint64_t out_of_memory) {
+  auto found = impl_->Find(model);
+  if (!found.ok()) return found.status();
+  std::lock_guard lock((*found)->mu);
+  (*found)->outcomes += outcomes;
+  (*found)->out_of_memory += out_of_memory;
+  return absl::OkStatus();
+}
+
 absl::Status PlannerCore::ReportOutcome(const Outcome& outcome) {
   auto found = impl_->Find(outcome.model);
   if (!found.ok()) return found.status();

@@ -121,6 +121,10 @@ class PlannerCore {
 
   // Feeds calibration. NOT_FOUND / INVALID_ARGUMENT.
   absl::Status ReportOutcome(const Outcome& outcome);
+  // Adds outcomes to the model's counters (ModelState) without feeding
+  // calibration: what log compaction folded away. NOT_FOUND.
+  absl::Status AddOutcomeCounts(const std::string& model, uint64_t outcomes,
+                                uint64_t out_of_memory);
 
   std::vector<std::string> ListModels() const;
   absl::StatusOr<ModelState> GetModelState(const std::string& model) const;

@@ -77,9 +77,6 @@ constexpr double kNoEvidenceRelativeSlack = 0.5;
 constexpr double kFloorFraction = 1e-3;
 // Term selection looks at this many rows (distinct feature vectors) at most.
 constexpr Eigen::Index kMaxSelectionRows = 48;
-// ReportPeak remembers this many shortfalls; calibration is their maximum.
-// (Shortfalls are fractions of the keep-all footprint, see above.)
-constexpr size_t kCalibrationWindow = 64;
 // A measured peak 2^20 times the footprint is a broken report, not memory.
 constexpr double kMaxCalibrationFraction = 1 << 20;
 

@@ -20,6 +20,10 @@
 
 namespace remat {
 
+// ReportPeak remembers this many shortfalls (fractions of the keep-all
+// footprint); calibration is their maximum. Older reports no longer count.
+inline constexpr size_t kCalibrationWindow = 64;
+
 struct EstimatorOptions {
   // Fit each quantity over the monomials of the features in which no
   // feature's exponent exceeds this degree and the total degree is at most

@@ -87,6 +87,54 @@ TEST_CASE("every acknowledged sample survives SIGKILL") {
   REQUIRE(restarted.Signal(SIGTERM) == 0);
 }
 
+TEST_CASE("the log is compacted as it grows; nothing counted is lost") {
+  const std::string state = testing::MakeTempDir() + "/state";
+  const std::string wal = state + "/wal.log";
+  const ModelSpec spec = testing::TestModel("m", 4);
+  const std::vector<std::string> args = {"--wal-compact-bytes", "40000"};
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start({state, "", args}).ok());
+  RemotePlanner planner(Options(daemon.address()));
+  REQUIRE(planner.RegisterModel(spec).ok());
+  REQUIRE(planner.ReportSamples("m", testing::TestSampleGrid(spec)).ok());
+  const off_t after_samples = FileSize(wal);
+  const int kOutcomes = 1500;  // ~150 KB of outcome records
+  for (int i = 0; i < kOutcomes; ++i) {
+    Outcome o;
+    o.model = "m";
+    o.features = {2, 128};
+    o.actions.assign(spec.blocks.size(), Action::kKeep);
+    o.measured_peak_bytes = (int64_t{100} << 20) + i;
+    o.step_ns = 1000;
+    o.out_of_memory = i % 100 == 0;
+    REQUIRE(planner.ReportOutcome(o).ok());
+  }
+  // Compacted (more than once): well under what was appended.
+  const off_t compacted = FileSize(wal);
+  CHECK(compacted < after_samples + 80000);
+  CHECK(daemon.log().find("wal_compacted") != std::string::npos);
+  auto before = planner.GetModelState("m");
+  REQUIRE(before.ok());
+  auto plan_before = planner.GetPlan({"m", {4, 256}, int64_t{1} << 40, "none"});
+  REQUIRE(plan_before.ok());
+
+  // Killed without warning, restarted: the same counts and calibration.
+  REQUIRE(daemon.Signal(SIGKILL) == 128 + SIGKILL);
+  DaemonProcess restarted;
+  REQUIRE(restarted.Start({state, "", args}).ok());
+  RemotePlanner again(Options(restarted.address()));
+  auto after = again.GetModelState("m");
+  REQUIRE(after.ok());
+  CHECK(after->outcomes() == kOutcomes);
+  CHECK(after->out_of_memory() == kOutcomes / 100);
+  CHECK(after->num_samples() == before->num_samples());
+  auto plan_after = again.GetPlan({"m", {4, 256}, int64_t{1} << 40, "none"});
+  REQUIRE(plan_after.ok());
+  CHECK(plan_after->plan->predicted_peak_bytes ==
+        plan_before->plan->predicted_peak_bytes);
+  REQUIRE(restarted.Signal(SIGTERM) == 0);
+}
+
 TEST_CASE("a corrupt log tail is truncated with a warning; outcomes replay") {
   const std::string state = testing::MakeTempDir() + "/state";
   const std::string wal = state + "/wal.log";

@@ -37,6 +37,7 @@ v1::DaemonConfig DefaultDaemonConfig() {
   c.set_reflection(false);
   c.set_port_file("");
   c.set_worker_threads(4);
+  c.set_wal_compact_bytes(int64_t{64} << 20);
   v1::Limits* l = c.mutable_limits();
   l->set_max_models(256);
   l->set_max_blocks_per_model(kMaxBlocks);
@@ -173,6 +174,11 @@ absl::Status ValidateDaemonConfig(
     return Bad("worker_threads", "--worker-threads",
                absl::StrCat("must be in [1, 256], got ", c.worker_threads()));
   }
+  if (c.wal_compact_bytes() < 0) {
+    return Bad("wal_compact_bytes", "--wal-compact-bytes",
+               absl::StrCat("must be >= 0 (0: never compact), got ",
+                            c.wal_compact_bytes()));
+  }
   const v1::Limits& l = c.limits();
   if (l.max_models() < 1) {
     return Bad("limits.max_models", "--max-models",
@@ -289,6 +295,9 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
   app->add_flag("--reflection", f->reflection, "Serve gRPC reflection");
   app->add_option("--worker-threads", f->worker_threads,
                   "Threads for solves and log writes (default 4)");
+  app->add_option("--wal-compact-bytes", f->wal_compact_bytes,
+                  "Compact the write-ahead log past this size (default 64 "
+                  "MiB; 0: never)");
   app->add_option("--port-file", f->port_file,
                   "Write {\"grpc_port\":N,\"metrics_port\":M} here once "
                   "serving");
@@ -337,6 +346,9 @@ absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
   if (given("--reflection")) config.set_reflection(f.reflection);
   if (given("--port-file")) config.set_port_file(f.port_file);
   if (given("--worker-threads")) config.set_worker_threads(f.worker_threads);
+  if (given("--wal-compact-bytes")) {
+    config.set_wal_compact_bytes(f.wal_compact_bytes);
+  }
   v1::Limits* l = config.mutable_limits();
   if (given("--max-models")) l->set_max_models(f.max_models);
   if (given("--max-blocks-per-model")) {

@@ -6,6 +6,7 @@
 #ifndef REMAT_PLANNER_SERVICE_CONFIG_H_
 #define REMAT_PLANNER_SERVICE_CONFIG_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -64,6 +65,7 @@ struct DaemonFlags {
   bool reflection = false;
   std::string port_file;
   int worker_threads = 0;
+  int64_t wal_compact_bytes = 0;
   int max_models = 0;
   int max_blocks_per_model = 0;
   int max_samples_per_request = 0;

@@ -110,6 +110,7 @@ TEST_CASE("validation names the field and its flag") {
       {{"--log-level", "loud"}, "log_level"},
       {{"--grace-seconds", "-1"}, "grace_seconds"},
       {{"--worker-threads", "0"}, "worker_threads"},
+      {{"--wal-compact-bytes", "-1"}, "wal_compact_bytes"},
       {{"--max-models", "0"}, "limits.max_models (--max-models)"},
       {{"--max-blocks-per-model", "5000"}, "limits.max_blocks_per_model"},
       {{"--max-message-bytes", "10"}, "limits.max_message_bytes"},

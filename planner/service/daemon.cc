@@ -51,6 +51,7 @@ ServiceLimits ToLimits(const v1::DaemonConfig& c) {
   l.max_models = c.limits().max_models();
   l.max_blocks_per_model = c.limits().max_blocks_per_model();
   l.max_samples_per_request = c.limits().max_samples_per_request();
+  l.wal_compact_bytes = c.wal_compact_bytes();
   return l;
 }
 
@@ -205,6 +206,8 @@ absl::Status Daemon::Start() {
     }
   }
 
+  // A log that grew past the threshold in an earlier run shrinks now.
+  service_->MaybeCompactLog();
   service_->SetReady(true);
   serving_ = true;
   health_.SetServingStatus("", true);

@@ -9,6 +9,7 @@
 #include "planner/service/convert.h"
 #include "planner/service/logging.h"
 #include "planner/service/status_convert.h"
+#include "planner/service/wal_compaction.h"
 
 namespace remat {
 namespace {
@@ -70,7 +71,55 @@ absl::Status Guarded(Fn&& fn) {
 
 PlannerService::PlannerService(PlannerCore* core, Wal* wal, Metrics* metrics,
                                ServiceLimits limits)
-    : core_(core), wal_(wal), metrics_(metrics), limits_(limits) {}
+    : core_(core),
+      wal_(wal),
+      metrics_(metrics),
+      limits_(limits),
+      next_compaction_bytes_(limits.wal_compact_bytes) {}
+
+void PlannerService::MaybeCompactLog() {
+  if (wal_ == nullptr || limits_.wal_compact_bytes <= 0) return;
+  if (static_cast<int64_t>(wal_->size_bytes()) < next_compaction_bytes_) {
+    return;
+  }
+  if (!compact_mu_.TryLock()) return;  // another thread is at it
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t bytes_before = wal_->size_bytes();
+  size_t records_before = 0;
+  size_t records_after = 0;
+  const absl::Status s = wal_->Compact([&](std::vector<std::string> payloads) {
+    records_before = payloads.size();
+    std::vector<v1::WalRecord> records;
+    records.reserve(payloads.size());
+    for (const std::string& p : payloads) {
+      // An unparsable record is rejected at every replay: nothing to keep.
+      if (!records.emplace_back().ParseFromString(p)) records.pop_back();
+    }
+    std::vector<std::string> out;
+    for (const v1::WalRecord& r : CompactWalRecords(records)) {
+      out.push_back(r.SerializeAsString());
+    }
+    records_after = out.size();
+    return out;
+  });
+  const int64_t bytes_after = static_cast<int64_t>(wal_->size_bytes());
+  // A log that is mostly samples stays big: wait for it to double.
+  next_compaction_bytes_ = std::max(limits_.wal_compact_bytes, 2 * bytes_after);
+  compact_mu_.Unlock();
+  if (!s.ok()) {
+    LogEvent(spdlog::level::err, "wal_compaction_failed",
+             {{"error", std::string(s.message())}});
+    return;
+  }
+  LogEvent(spdlog::level::info, "wal_compacted",
+           {{"bytes_before", bytes_before},
+            {"bytes_after", bytes_after},
+            {"records_before", records_before},
+            {"records_after", records_after},
+            {"seconds", std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count()}});
+}
 
 absl::Status PlannerService::Log(const v1::WalRecord& record) {
   if (wal_ == nullptr) return absl::OkStatus();
@@ -85,6 +134,7 @@ absl::Status PlannerService::Log(const v1::WalRecord& record) {
     return absl::UnavailableError(
         absl::StrCat("not durable, retry: ", s.message()));
   }
+  MaybeCompactLog();
   return s;
 }
 
@@ -403,6 +453,10 @@ absl::Status ApplyWalRecord(PlannerCore* core, const v1::WalRecord& record) {
       auto outcome = OutcomeFromProto(**spec, record.outcome());
       if (!outcome.ok()) return outcome.status();
       return core->ReportOutcome(*outcome);
+    }
+    case v1::WalRecord::kOutcomeTally: {
+      const v1::OutcomeTally& t = record.outcome_tally();
+      return core->AddOutcomeCounts(t.model(), t.outcomes(), t.out_of_memory());
     }
     case v1::WalRecord::RECORD_NOT_SET:
       break;

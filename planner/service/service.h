@@ -38,6 +38,9 @@ struct ServiceLimits {
   int max_models = 256;
   int max_blocks_per_model = kMaxBlocks;
   int max_samples_per_request = 10000;
+  // Compact the log past this size (and twice its last compacted size);
+  // 0: never.
+  int64_t wal_compact_bytes = int64_t{64} << 20;
 };
 
 // Trailing metadata key on a GetPlan RESOURCE_EXHAUSTED that means "no plan
@@ -53,6 +56,11 @@ class PlannerService {
 
   // Until ready, every RPC answers UNAVAILABLE ("loading state").
   void SetReady(bool ready) { ready_ = ready; }
+
+  // Rewrites the log with CompactWalRecords (wal_compaction.h) when it is
+  // past the threshold; logs what it did. Writes wait meanwhile. Called
+  // after every logged write, and by the daemon after replay.
+  void MaybeCompactLog();
 
   grpc::Status RegisterModel(grpc::ServerContext* context,
                              const v1::RegisterModelRequest* request,
@@ -110,6 +118,9 @@ class PlannerService {
   const ServiceLimits limits_;
   std::atomic<bool> ready_{false};
   absl::Mutex register_mu_;  // orders registrations in the log
+  absl::Mutex compact_mu_;   // one compaction at a time
+  // The log size that triggers the next compaction.
+  std::atomic<int64_t> next_compaction_bytes_;
 };
 
 // Applies one replayed log record to `core` (no logging). Errors are what

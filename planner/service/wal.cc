@@ -73,6 +73,55 @@ void SyncParentDir(const std::string& path) {
   }
 }
 
+// Calls `replay` for each valid record after the magic, in order; returns
+// the length of the valid prefix and counts records in `recovery` (setting
+// dropped_reason when it stops early).
+uint64_t ParseRecords(const std::string& data,
+                      const std::function<void(absl::string_view)>& replay,
+                      WalRecovery* recovery) {
+  uint64_t valid = sizeof(kMagic);
+  size_t pos = valid;
+  while (pos < data.size()) {
+    if (data.size() - pos < kHeaderBytes) {
+      recovery->dropped_reason = "torn record header";
+      break;
+    }
+    const uint32_t length = GetU32(data.data() + pos);
+    const uint32_t crc = GetU32(data.data() + pos + 4);
+    if (length > Wal::kMaxRecordBytes) {
+      recovery->dropped_reason =
+          absl::StrCat("record length ", length, " exceeds the maximum");
+      break;
+    }
+    if (data.size() - pos - kHeaderBytes < length) {
+      recovery->dropped_reason = "torn record (shorter than its length)";
+      break;
+    }
+    uint32_t actual = Crc32c(0, data.data() + pos, 4);
+    actual = Crc32c(actual, data.data() + pos + kHeaderBytes, length);
+    if (actual != crc) {
+      recovery->dropped_reason = "checksum mismatch";
+      break;
+    }
+    replay(absl::string_view(data.data() + pos + kHeaderBytes, length));
+    ++recovery->records;
+    pos += kHeaderBytes + length;
+    valid = pos;
+  }
+  return valid;
+}
+
+// Appends one framed record to `out`.
+void Frame(absl::string_view payload, std::string* out) {
+  char header[kHeaderBytes];
+  PutU32(static_cast<uint32_t>(payload.size()), header);
+  uint32_t crc = Crc32c(0, header, 4);
+  crc = Crc32c(crc, payload.data(), payload.size());
+  PutU32(crc, header + 4);
+  out->append(header, kHeaderBytes);
+  out->append(payload.data(), payload.size());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Wal>> Wal::Open(
@@ -93,43 +142,16 @@ absl::StatusOr<std::unique_ptr<Wal>> Wal::Open(
   }
 
   uint64_t valid = 0;
+  if (data.size() >= sizeof(kMagic) &&
+      std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        " is not a rematd write-ahead log (bad magic); move it away "
+        "or point --state-dir elsewhere"));
+  }
   if (data.size() >= sizeof(kMagic)) {
-    if (std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
-      ::close(fd);
-      return absl::FailedPreconditionError(absl::StrCat(
-          path,
-          " is not a rematd write-ahead log (bad magic); move it away "
-          "or point --state-dir elsewhere"));
-    }
-    valid = sizeof(kMagic);
-    size_t pos = valid;
-    while (pos < data.size()) {
-      if (data.size() - pos < kHeaderBytes) {
-        recovery->dropped_reason = "torn record header";
-        break;
-      }
-      const uint32_t length = GetU32(data.data() + pos);
-      const uint32_t crc = GetU32(data.data() + pos + 4);
-      if (length > kMaxRecordBytes) {
-        recovery->dropped_reason =
-            absl::StrCat("record length ", length, " exceeds the maximum");
-        break;
-      }
-      if (data.size() - pos - kHeaderBytes < length) {
-        recovery->dropped_reason = "torn record (shorter than its length)";
-        break;
-      }
-      uint32_t actual = Crc32c(0, data.data() + pos, 4);
-      actual = Crc32c(actual, data.data() + pos + kHeaderBytes, length);
-      if (actual != crc) {
-        recovery->dropped_reason = "checksum mismatch";
-        break;
-      }
-      replay(absl::string_view(data.data() + pos + kHeaderBytes, length));
-      ++recovery->records;
-      pos += kHeaderBytes + length;
-      valid = pos;
-    }
+    valid = ParseRecords(data, replay, recovery);
   } else if (!data.empty()) {
     recovery->dropped_reason = "torn file header";
   }
@@ -184,22 +206,14 @@ absl::Status Wal::Append(absl::string_view payload) {
         absl::StrCat("write-ahead log record of ", payload.size(),
                      " bytes exceeds ", kMaxRecordBytes));
   }
-  char header[kHeaderBytes];
-  PutU32(static_cast<uint32_t>(payload.size()), header);
-  uint32_t crc = Crc32c(0, header, 4);
-  crc = Crc32c(crc, payload.data(), payload.size());
-  PutU32(crc, header + 4);
-
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;
-  pending_.append(header, kHeaderBytes);
-  pending_.append(payload.data(), payload.size());
+  Frame(payload, &pending_);
   const uint64_t my_seq = ++appended_seq_;
   while (synced_seq_ < my_seq && broken_.ok()) {
     if (syncing_) {
       // Another caller is writing; it or the next leader covers our record.
-      mu_.Await(absl::Condition(
-          +[](bool* syncing) { return !*syncing; }, &syncing_));
+      AwaitLeader();
       continue;
     }
     // Become the leader: write everything pending with one sync.
@@ -226,6 +240,75 @@ absl::Status Wal::Append(absl::string_view payload) {
   }
   if (synced_seq_ >= my_seq) return absl::OkStatus();
   return broken_;
+}
+
+void Wal::AwaitLeader() {
+  mu_.Await(absl::Condition(
+      +[](bool* syncing) { return !*syncing; }, &syncing_));
+}
+
+absl::Status Wal::Compact(
+    const std::function<std::vector<std::string>(std::vector<std::string>)>&
+        rewrite) {
+  absl::MutexLock lock(&mu_);
+  if (!broken_.ok()) return broken_;
+  // Become the leader, so that nothing writes the file meanwhile; records
+  // appended meanwhile wait in pending_ for the next leader.
+  AwaitLeader();
+  syncing_ = true;
+  const uint64_t size = size_;
+  mu_.Unlock();
+
+  const std::string tmp = path_ + ".compact";
+  uint64_t new_size = 0;
+  int new_fd = -1;
+  absl::Status s = [&]() -> absl::Status {
+    std::string data(size, '\0');
+    for (size_t done = 0; done < size;) {
+      const ssize_t r = ::pread(fd_, data.data() + done, size - done,
+                                static_cast<off_t>(done));
+      if (r <= 0) return IoError("cannot read", path_);
+      done += static_cast<size_t>(r);
+    }
+    std::vector<std::string> records;
+    WalRecovery ignored;
+    ParseRecords(
+        data, [&](absl::string_view p) { records.emplace_back(p); }, &ignored);
+    std::string out(kMagic, sizeof(kMagic));
+    for (const std::string& p : rewrite(std::move(records))) Frame(p, &out);
+    new_fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (new_fd < 0) return IoError("cannot create", tmp);
+    if (auto w = WriteAll(new_fd, out.data(), out.size()); !w.ok()) {
+      return absl::InternalError(absl::StrCat(tmp, ": ", w.message()));
+    }
+    if (::fdatasync(new_fd) != 0) return IoError("cannot sync", tmp);
+    new_size = out.size();
+    return absl::OkStatus();
+  }();
+  if (s.ok() && ::rename(tmp.c_str(), path_.c_str()) != 0) {
+    s = IoError("cannot rename the compacted log over", path_);
+  }
+  if (!s.ok()) {
+    if (new_fd >= 0) ::close(new_fd);
+    ::unlink(tmp.c_str());
+    mu_.Lock();
+    syncing_ = false;
+    return s;
+  }
+  SyncParentDir(path_);
+  ::close(fd_);
+  fd_ = new_fd;
+  const bool at_end = ::lseek(fd_, 0, SEEK_END) >= 0;
+  mu_.Lock();
+  syncing_ = false;
+  size_ = new_size;
+  if (!at_end) {
+    broken_ = absl::InternalError(absl::StrCat(
+        "write-ahead log ", path_, " cannot seek after compaction (",
+        std::strerror(errno), "); restart rematd to recover"));
+    return broken_;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace remat

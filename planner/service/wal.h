@@ -15,8 +15,13 @@
 // completed. After a failed write or sync the log is broken and every
 // later Append fails (the file's tail is unknown until the next Open).
 //
-// Thread safety: Append may be called concurrently; Open and the destructor
-// may not overlap with anything.
+// Compaction: Compact replaces the whole log with a rewritten list of
+// records: written to a new file, synced, then renamed over the log, so a
+// crash leaves either the old log or the new one, never a mix.
+//
+// Thread safety: Append and Compact may be called concurrently (Appends
+// wait while a compaction writes); Open and the destructor may not overlap
+// with anything.
 #ifndef REMAT_PLANNER_SERVICE_WAL_H_
 #define REMAT_PLANNER_SERVICE_WAL_H_
 
@@ -24,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -62,14 +68,26 @@ class Wal {
   // larger than kMaxRecordBytes; INTERNAL when the write or sync failed.
   absl::Status Append(absl::string_view payload);
 
+  // Replaces the log's records with `rewrite(records)`, in that order.
+  // Appends wait meanwhile; those that arrive during the rewrite land after
+  // it. On an error before the rename the log is unchanged (the error says
+  // what failed); after it, the log is broken like after a failed Append.
+  absl::Status Compact(
+      const std::function<std::vector<std::string>(std::vector<std::string>)>&
+          rewrite);
+
   const std::string& path() const { return path_; }
   uint64_t size_bytes() const;
 
  private:
   Wal(std::string path, int fd, uint64_t size);
 
+  // Until the leader (the thread with syncing_ set) is done.
+  void AwaitLeader() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string path_;
-  const int fd_;
+  // Written only by the leader; read by the leader and the destructor.
+  int fd_;
 
   mutable absl::Mutex mu_;
   std::string pending_ ABSL_GUARDED_BY(mu_);  // framed, not yet written
