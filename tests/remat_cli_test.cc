@@ -1,14 +1,20 @@
 // The remat CLI binary against a real rematd: every daemon subcommand, both
-// output formats, and the documented exit codes; rematd --validate-config
-// on the example config and on bad ones.
+// output formats, and the documented exit codes (exit 6 against rematd's
+// health service held NOT_SERVING); rematd --validate-config on the example
+// config and on bad ones.
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "client/remote_planner.h"
 #include "nlohmann/json.hpp"
+#include "planner/service/async_server.h"
+#include "planner/service/health_service.h"
 #include "tests/daemon_harness.h"
 
 namespace remat {
@@ -133,6 +139,38 @@ TEST_CASE("remat subcommands against a real daemon") {
 }
 
 std::string Rematd() { return testing::Runfile("planner/service/rematd"); }
+
+TEST_CASE("remat health exits 6 while the server is not serving") {
+  // rematd is NOT_SERVING only while it replays its log and once shutdown
+  // has begun (when it no longer takes calls): too brief to catch. So this
+  // serves rematd's own health service, held NOT_SERVING, on a socket.
+  HealthService health;
+  health.SetServingStatus("", false);
+  health.SetServingStatus("remat.v1.Planner", false);
+  const std::string socket = testing::MakeTempDir() + "/health.sock";
+  grpc::ServerBuilder builder;
+  builder.RegisterService(health.async_service());
+  builder.AddListeningPort("unix:" + socket,
+                           grpc::InsecureServerCredentials());
+  std::unique_ptr<grpc::ServerCompletionQueue> cq =
+      builder.AddCompletionQueue();
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  REQUIRE(server != nullptr);
+  health.Serve(cq.get());
+  std::thread io([&] { RunCompletionQueue(cq.get()); });
+
+  const std::string addr = "unix:" + socket;
+  CommandResult r = Remat({"health", "--address", addr});
+  CHECK(r.exit_code == 6);
+  CHECK(Contains(r.out + r.err, "NOT_SERVING"));
+  health.SetServingStatus("", true);
+  health.SetServingStatus("remat.v1.Planner", true);
+  CHECK(Remat({"health", "--address", addr}).exit_code == 0);
+
+  server->Shutdown();
+  cq->Shutdown();
+  io.join();
+}
 
 TEST_CASE("rematd --validate-config") {
   CommandResult r =
