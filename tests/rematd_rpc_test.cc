@@ -93,6 +93,29 @@ TEST_CASE("every RPC through RemotePlanner against a real rematd") {
   REQUIRE(again->from_cache);
   REQUIRE(again->plan->actions == plan->plan->actions);
 
+  // Reasons only when asked for; block names always.
+  {
+    auto stub = v1::Planner::NewStub(MakeDaemonChannel(daemon.address()));
+    v1::GetPlanRequest raw;
+    raw.set_model("bert");
+    (*raw.mutable_features())["batch"] = 8;
+    (*raw.mutable_features())["seq"] = 500;
+    raw.set_budget_bytes(request.budget_bytes);
+    for (const bool include : {false, true}) {
+      raw.set_include_reasons(include);
+      grpc::ClientContext context;
+      v1::GetPlanResponse response;
+      REQUIRE(stub->GetPlan(&context, raw, &response).ok());
+      REQUIRE(response.plan().blocks_size() ==
+              static_cast<int>(spec.blocks.size()));
+      for (int i = 0; i < response.plan().blocks_size(); ++i) {
+        const v1::BlockPlan& b = response.plan().blocks(i);
+        CHECK(b.block() == spec.blocks[i].name);
+        CHECK(b.reason().empty() == !include);
+      }
+    }
+  }
+
   // A tighter budget recomputes more.
   PlanRequest tight = request;
   tight.budget_bytes = 300 * kMiB;

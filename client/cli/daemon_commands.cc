@@ -298,7 +298,8 @@ int RunModel(const CommonArgs& args, const std::string& name) {
 }
 
 int RunPlan(const CommonArgs& args, const PlanArgs& p) {
-  const auto request = MakePlanRequest<v1::GetPlanRequest>(p);
+  auto request = MakePlanRequest<v1::GetPlanRequest>(p);
+  request.set_include_reasons(true);  // the table shows them
   grpc::ClientContext context;
   SetDeadline(&context, args);
   v1::GetPlanResponse r;

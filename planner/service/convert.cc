@@ -134,13 +134,16 @@ v1::Action ActionToProto(Action action) {
   return v1::ACTION_UNSPECIFIED;
 }
 
-void PlanToProto(const ModelSpec& spec, const Plan& plan, v1::Plan* proto) {
+void PlanToProto(const ModelSpec& spec, const Plan& plan, v1::Plan* proto,
+                 bool with_reasons) {
   proto->Clear();
   for (size_t i = 0; i < plan.actions.size(); ++i) {
     v1::BlockPlan* b = proto->add_blocks();
     if (i < spec.blocks.size()) b->set_block(spec.blocks[i].name);
     b->set_action(ActionToProto(plan.actions[i]));
-    if (i < plan.reasons.size()) b->set_reason(plan.reasons[i]);
+    if (with_reasons && i < plan.reasons.size()) {
+      b->set_reason(plan.reasons[i]);
+    }
   }
   proto->set_predicted_peak_bytes(plan.predicted_peak_bytes);
   proto->set_recompute_ns(plan.recompute_ns);
@@ -167,7 +170,7 @@ absl::StatusOr<Plan> PlanFromProto(const v1::Plan& proto) {
 }
 
 void PlanResultToProto(const ModelSpec& spec, const PlanResult& result,
-                       v1::GetPlanResponse* proto) {
+                       v1::GetPlanResponse* proto, bool with_reasons) {
   proto->Clear();
   if (result.collect || result.plan == nullptr) {
     proto->set_decision(v1::COLLECT);
@@ -178,7 +181,7 @@ void PlanResultToProto(const ModelSpec& spec, const PlanResult& result,
   // COLLECT carries the plan to run too (every checkpointable block
   // recomputed; from Explain, the plan the estimator would make).
   if (result.plan != nullptr) {
-    PlanToProto(spec, *result.plan, proto->mutable_plan());
+    PlanToProto(spec, *result.plan, proto->mutable_plan(), with_reasons);
   }
   proto->set_from_cache(result.from_cache);
   for (int64_t b : result.bucket) proto->add_bucket(b);

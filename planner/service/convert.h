@@ -49,12 +49,14 @@ v1::Action ActionToProto(Action action);
 
 // Block names come from `spec`; plan.actions.size() must match its blocks
 // (reasons may be shorter).
-void PlanToProto(const ModelSpec& spec, const Plan& plan, v1::Plan* proto);
+// `with_reasons`: fill BlockPlan.reason.
+void PlanToProto(const ModelSpec& spec, const Plan& plan, v1::Plan* proto,
+                 bool with_reasons = true);
 absl::StatusOr<Plan> PlanFromProto(const v1::Plan& proto);
 
 // GetPlan and ExplainPlan answers.
 void PlanResultToProto(const ModelSpec& spec, const PlanResult& result,
-                       v1::GetPlanResponse* proto);
+                       v1::GetPlanResponse* proto, bool with_reasons = true);
 absl::StatusOr<PlanResult> PlanResultFromProto(
     const v1::GetPlanResponse& proto);
 void ExplainResultToProto(const ModelSpec& spec, const PlanResult& result,

@@ -345,7 +345,7 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
     }
     return result.status();
   }
-  PlanResultToProto(*spec, *result, response);
+  PlanResultToProto(*spec, *result, response, request.include_reasons());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
