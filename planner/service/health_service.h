@@ -25,7 +25,7 @@
 
 namespace remat {
 
-class HealthService {
+class HealthService final {
  public:
   // At most `max_watchers` Watch calls at once; more get
   // RESOURCE_EXHAUSTED.

@@ -47,7 +47,7 @@ struct ServiceLimits {
 // fits": the smallest reachable predicted peak, in bytes (decimal).
 inline constexpr char kSmallestPeakMetadataKey[] = "remat-smallest-peak-bytes";
 
-class PlannerService {
+class PlannerService final {
  public:
   // `core` and `metrics` must outlive the service; `wal` may be null (no
   // state dir: nothing is durable) and, when set, must outlive it too.
