@@ -42,7 +42,11 @@ std::shared_ptr<const Plan> SafePlan(const ModelSpec& spec,
 
 struct PlannerCore::Impl {
   explicit Impl(CoreOptions o)
-      : options(std::move(o)), cache(options.plan_cache_capacity) {}
+      : options(std::move(o)), cache(options.plan_cache_capacity) {
+    for (const std::string& name : SolverNames()) {
+      solvers.emplace(name, *NewSolver(name));
+    }
+  }
 
   // One registered model. `mu` serialises its estimator; plans are solved
   // under it too, so a plan is never cached after a refit made it stale.
@@ -56,6 +60,8 @@ struct PlannerCore::Impl {
   };
 
   const CoreOptions options;
+  // One of each: solvers keep no state between Solve calls.
+  std::map<std::string, std::unique_ptr<const Solver>> solvers;
   PlanCache cache;
   mutable std::shared_mutex models_mu;  // guards the map, not the models
   std::map<std::string, std::shared_ptr<Model>> models;
@@ -82,7 +88,7 @@ struct PlannerCore::Impl {
   struct Request {
     std::shared_ptr<Model> model;  // never null
     std::string solver_name;
-    std::unique_ptr<Solver> solver;  // never null
+    const Solver* solver = nullptr;  // never null; one of `solvers`
   };
 
   // Finds the request's model, validates the request against it and
@@ -101,12 +107,12 @@ struct PlannerCore::Impl {
           "use)");
     }
     out.solver_name = r.solver.empty() ? options.default_solver : r.solver;
-    auto made = NewSolver(out.solver_name);
-    if (!made.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("solver: ", made.status().message()));
+    auto it = solvers.find(out.solver_name);
+    if (it == solvers.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "solver: ", NewSolver(out.solver_name).status().message()));
     }
-    out.solver = *std::move(made);
+    out.solver = it->second.get();
     return out;
   }
 
