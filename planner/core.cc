@@ -84,11 +84,13 @@ struct PlannerCore::Impl {
     return NewRematEstimator(spec, options.estimator);
   }
 
-  // A validated plan request: its model and its resolved solver.
+  // A validated plan request: its model, its resolved solver and its
+  // plan-cache key (features bucketed).
   struct Request {
     std::shared_ptr<Model> model;  // never null
     std::string solver_name;
     const Solver* solver = nullptr;  // never null; one of `solvers`
+    PlanKey key;
   };
 
   // Finds the request's model, validates the request against it and
@@ -113,6 +115,9 @@ struct PlannerCore::Impl {
           "solver: ", NewSolver(out.solver_name).status().message()));
     }
     out.solver = it->second.get();
+    out.key = PlanKey{r.model,
+                      BucketFeatures(r.features, out.model->granularity),
+                      r.budget_bytes, out.solver_name};
     return out;
   }
 
@@ -219,9 +224,7 @@ std::optional<absl::StatusOr<PlanResult>> PlannerCore::GetPlanIfCached(
     const PlanRequest& request) {
   auto prepared = impl_->Prepare(request);
   if (!prepared.ok()) return prepared.status();
-  PlanKey key{request.model,
-              BucketFeatures(request.features, prepared->model->granularity),
-              request.budget_bytes, prepared->solver_name};
+  PlanKey& key = prepared->key;
   auto cached = impl_->cache.Lookup(key);
   if (cached == nullptr) return std::nullopt;
   PlanResult result;
@@ -236,8 +239,7 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlanUncached(
   auto prepared = impl_->Prepare(request);
   if (!prepared.ok()) return prepared.status();
   Impl::Model& m = *prepared->model;
-  PlanKey key{request.model, BucketFeatures(request.features, m.granularity),
-              request.budget_bytes, prepared->solver_name};
+  PlanKey& key = prepared->key;
   std::lock_guard lock(m.mu);
   if (m.estimator->num_samples() == 0) {
     PlanResult result;
@@ -285,7 +287,7 @@ absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
         "first"));
   }
   return impl_->Solve(m, request, prepared->solver_name, *prepared->solver,
-                      BucketFeatures(request.features, m.granularity));
+                      prepared->key.bucket);
 }
 
 absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,

@@ -321,20 +321,20 @@ void Daemon::ServePlanner() {
   using P = v1::Planner::AsyncService;
   PlannerService* service = service_.get();
   WorkerPool* workers = workers_.get();
+  UnaryMethod<v1::GetPlanRequest, v1::GetPlanResponse> get_plan;
+  get_plan.answer_inline = [service](grpc::ServerContext* c,
+                                     const v1::GetPlanRequest& q,
+                                     v1::GetPlanResponse* r) {
+    return service->GetPlanIfCached(c, &q, r);
+  };
+  get_plan.handler = [service](grpc::ServerContext* c,
+                               const v1::GetPlanRequest& q,
+                               v1::GetPlanResponse* r) {
+    return service->GetPlanUncached(c, &q, r);
+  };
+  get_plan.workers = workers;
   ServeUnary(&planner_async_, &P::RequestGetPlan, cq_.get(),
-             UnaryMethod<v1::GetPlanRequest, v1::GetPlanResponse>{
-                 nullptr,
-                 [service](grpc::ServerContext* c,
-                           const v1::GetPlanRequest& q,
-                           v1::GetPlanResponse* r) {
-                   return service->GetPlanIfCached(c, &q, r);
-                 },
-                 [service](grpc::ServerContext* c,
-                           const v1::GetPlanRequest& q,
-                           v1::GetPlanResponse* r) {
-                   return service->GetPlanUncached(c, &q, r);
-                 },
-                 workers});
+             std::move(get_plan));
   // The other methods run on the workers.
   auto on_workers = [&](auto request_method, auto handler) {
     ServeOnWorkers(&planner_async_, request_method, cq_.get(), workers,
