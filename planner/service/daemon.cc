@@ -333,6 +333,7 @@ void Daemon::ServePlanner() {
     return service->GetPlanUncached(c, &q, r);
   };
   get_plan.workers = workers;
+  get_plan.accept_ahead = 64;
   ServeUnary(&planner_async_, &P::RequestGetPlan, cq_.get(),
              std::move(get_plan));
   // The other methods run on the workers.
