@@ -24,7 +24,11 @@
 // a daemon beside its trainers); cpus "shared" leaves both to the
 // scheduler. One JSON line per (mix, clients, cpus):
 //   {"bench":"grpc_load","clients":16,"mix":"hit","cpus":"split",
-//    "plans_per_s":...,"p50_us":...,"p99_us":...,"errors":0}
+//    "plans_per_s":...,"p50_us":...,"p99_us":...,"errors":0,
+//    "cpu_loop_ms":[29,83]}
+// cpu_loop_ms: a fixed loop's time on each CPU just before the run (lower is
+// faster; see FixedLoopMs). In "split", a slow CPU 1 bounds the generator,
+// a slow CPU 0 the daemon.
 // Plan-decision log lines are off (log level warn) so stderr is not timed.
 //
 // Flags: --seconds S per run (default 1.5); --clients N and --mix M run one
@@ -51,6 +55,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "client/remote_planner.h"
 #include "planner/service/config.h"
@@ -112,6 +117,7 @@ struct RunResult {
   double p50_us = 0;
   double p99_us = 0;
   uint64_t errors = 0;
+  std::vector<double> cpu_loop_ms;  // FixedLoopMs of each CPU, before the run
 };
 
 int64_t NowNs() {
@@ -133,6 +139,25 @@ void SetProcessCpu(int cpu) {
     const pid_t tid = std::atoi(task.path().filename().c_str());
     sched_setaffinity(tid, sizeof(set), &set);
   }
+}
+
+// Times a fixed loop (100M additions) on `cpu`, in milliseconds. This VM's
+// CPUs do not always run at the same speed (the same loop has measured 3x
+// slower on one of them for minutes at a time), so each result line says
+// how fast each CPU was just before its run.
+double FixedLoopMs(int cpu) {
+  cpu_set_t old_set, set;
+  sched_getaffinity(0, sizeof(old_set), &old_set);
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+  const auto start = Clock::now();
+  volatile uint64_t sum = 0;
+  for (uint64_t i = 0; i < 100'000'000; ++i) sum = sum + i;
+  const double ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  sched_setaffinity(0, sizeof(old_set), &old_set);
+  return ms;
 }
 
 // The load generator (see the top of the file). From start_ns to end_ns
@@ -241,11 +266,15 @@ int ClientMain(const std::string& address, const std::string& mix,
 // Runs the load generator for `seconds` and gathers its latencies.
 RunResult Run(const std::string& address, int clients, const std::string& mix,
               bool split_cpus, double seconds, int64_t budget_base) {
+  RunResult r;
+  for (int cpu = 0; cpu < static_cast<int>(std::thread::hardware_concurrency());
+       ++cpu) {
+    r.cpu_loop_ms.push_back(FixedLoopMs(cpu));
+  }
   SetProcessCpu(split_cpus ? 0 : -1);
   // Time for the generator to start and connect before the clock starts.
   const int64_t start_ns = NowNs() + 300'000'000 + 5'000'000 * clients;
   const int64_t end_ns = start_ns + static_cast<int64_t>(seconds * 1e9);
-  RunResult r;
   int pipe_fds[2];
   if (::pipe(pipe_fds) != 0) {
     r.errors = 1;
@@ -394,9 +423,14 @@ int Main(int argc, char** argv) {
         std::printf(
             "{\"bench\":\"grpc_load\",\"clients\":%d,\"mix\":\"%s\","
             "\"cpus\":\"%s\",\"plans_per_s\":%.0f,\"p50_us\":%.1f,"
-            "\"p99_us\":%.1f,\"errors\":%llu}\n",
+            "\"p99_us\":%.1f,\"errors\":%llu,\"cpu_loop_ms\":[%s]}\n",
             clients, mix.c_str(), split ? "split" : "shared", r.plans_per_s,
-            r.p50_us, r.p99_us, static_cast<unsigned long long>(r.errors));
+            r.p50_us, r.p99_us, static_cast<unsigned long long>(r.errors),
+            absl::StrJoin(r.cpu_loop_ms, ",",
+                          [](std::string* out, double ms) {
+                            absl::StrAppend(out, static_cast<int>(ms));
+                          })
+                .c_str());
         std::fflush(stdout);
       }
     }
