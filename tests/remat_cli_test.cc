@@ -152,12 +152,11 @@ TEST_CASE("remat health exits 6 while the server is not serving") {
   builder.RegisterService(health.async_service());
   builder.AddListeningPort("unix:" + socket,
                            grpc::InsecureServerCredentials());
-  std::unique_ptr<grpc::ServerCompletionQueue> cq =
-      builder.AddCompletionQueue();
+  ServingQueue queue(builder.AddCompletionQueue());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   REQUIRE(server != nullptr);
-  health.Serve(cq.get());
-  std::thread io([&] { RunCompletionQueue(cq.get()); });
+  health.Serve(&queue);
+  std::thread io([&] { queue.Run(); });
 
   const std::string addr = "unix:" + socket;
   CommandResult r = Remat({"health", "--address", addr});
@@ -168,7 +167,7 @@ TEST_CASE("remat health exits 6 while the server is not serving") {
   CHECK(Remat({"health", "--address", addr}).exit_code == 0);
 
   server->Shutdown();
-  cq->Shutdown();
+  queue.Shutdown();
   io.join();
 }
 

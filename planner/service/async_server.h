@@ -22,6 +22,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "planner/service/worker_pool.h"
 
@@ -36,22 +37,46 @@ class CompletionTag {
   virtual void Complete(bool ok) = 0;
 };
 
-// Drains `cq`, completing every tag, until the queue is shut down and empty.
-void RunCompletionQueue(grpc::ServerCompletionQueue* cq);
-
-// A tag a thread can block on, for code that runs a call as a sequence of
-// blocking steps on a thread of its own (health Watch).
-class BlockingTag final : public CompletionTag {
+// A server completion queue, with the rule gRPC sets for it enforced: no
+// operation may start on a queue that is shut down (gRPC aborts the
+// process). Events queued before the shutdown still complete tags whose
+// handlers would start the next operation (accept the next call, answer,
+// write), and other threads start operations too (a health status change
+// writes to watchers), so every operation starts through StartOp, which
+// does nothing once Shutdown has begun; the caller then frees what it
+// holds. A call whose operation is refused has been cancelled already: the
+// queue shuts down only after the server has.
+class ServingQueue {
  public:
-  void Complete(bool ok) override;
-  // Waits for the operation started with this tag and returns its `ok`;
-  // then the tag can start the next operation.
-  bool Wait();
+  explicit ServingQueue(std::unique_ptr<grpc::ServerCompletionQueue> cq)
+      : cq_(std::move(cq)) {}
+
+  grpc::ServerCompletionQueue* cq() const { return cq_.get(); }
+
+  // Runs `start_op`, which starts one operation on this queue, unless the
+  // queue is shut down. Returns whether it ran.
+  bool StartOp(absl::FunctionRef<void()> start_op) {
+    absl::ReaderMutexLock lock(&mu_);
+    if (shut_down_) return false;
+    start_op();
+    return true;
+  }
+
+  // Shuts the queue down, after the server's shutdown has returned. Run
+  // returns once what is queued has completed.
+  void Shutdown() {
+    absl::WriterMutexLock lock(&mu_);
+    shut_down_ = true;
+    cq_->Shutdown();
+  }
+
+  // Completes every tag until the queue is shut down and empty.
+  void Run();
 
  private:
+  const std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   absl::Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  bool ok_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // How one unary method is served.
@@ -71,6 +96,7 @@ struct UnaryMethod {
       handler;
   // May be null when answer_inline always answers.
   WorkerPool* workers = nullptr;
+  ServingQueue* queue = nullptr;
   // Calls accepted ahead. A call that arrives when none is waiting is parked
   // by gRPC until the next is accepted, which costs more than accepting
   // ahead; a burst from many clients at once finds them all waiting.
@@ -86,8 +112,12 @@ class UnaryCall final : public CompletionTag {
   // Accepts the next call of `method`.
   static void Listen(std::shared_ptr<const Method> method) {
     auto* call = new UnaryCall(std::move(method));
-    call->method_->accept(&call->context_, &call->request_, &call->writer_,
-                          call);
+    if (!call->method_->queue->StartOp([call] {
+          call->method_->accept(&call->context_, &call->request_,
+                                &call->writer_, call);
+        })) {
+      delete call;
+    }
   }
 
   void Complete(bool ok) override {
@@ -114,11 +144,14 @@ class UnaryCall final : public CompletionTag {
       : method_(std::move(method)), writer_(&context_) {}
 
   void Answer(const grpc::Status& status) {
-    if (status.ok()) {
-      writer_.Finish(response_, status, this);
-    } else {
-      writer_.FinishWithError(status, this);
-    }
+    const bool started = method_->queue->StartOp([&] {
+      if (status.ok()) {
+        writer_.Finish(response_, status, this);
+      } else {
+        writer_.FinishWithError(status, this);
+      }
+    });
+    if (!started) delete this;
   }
 
   const std::shared_ptr<const Method> method_;
@@ -129,14 +162,14 @@ class UnaryCall final : public CompletionTag {
   bool answering_ = false;
 };
 
-// Starts serving a unary method on `cq`: `request_method` is the generated
-// &Service::AsyncService::RequestFoo.
+// Starts serving a unary method on `queue`: `request_method` is the
+// generated &Service::AsyncService::RequestFoo.
 template <typename Request, typename Response, typename AsyncService,
           typename RequestMethod>
 void ServeUnary(AsyncService* service, RequestMethod request_method,
-                grpc::ServerCompletionQueue* cq,
-                UnaryMethod<Request, Response> method) {
-  method.accept = [service, request_method, cq](
+                ServingQueue* queue, UnaryMethod<Request, Response> method) {
+  method.queue = queue;
+  method.accept = [service, request_method, cq = queue->cq()](
                       grpc::ServerContext* context, Request* request,
                       typename UnaryMethod<Request, Response>::Writer* writer,
                       void* tag) {
@@ -149,12 +182,12 @@ void ServeUnary(AsyncService* service, RequestMethod request_method,
   }
 }
 
-// Starts serving a unary method on `cq` whose handler has the synchronous
-// signature, `handler->*method`, on `workers`.
+// Starts serving a unary method on `queue` whose handler has the
+// synchronous signature, `handler->*method`, on `workers`.
 template <typename AsyncService, typename RequestMethod, typename Handler,
           typename Request, typename Response>
 void ServeOnWorkers(AsyncService* service, RequestMethod request_method,
-                    grpc::ServerCompletionQueue* cq, WorkerPool* workers,
+                    ServingQueue* queue, WorkerPool* workers,
                     Handler* handler,
                     grpc::Status (Handler::*method)(grpc::ServerContext*,
                                                     const Request*,
@@ -165,7 +198,7 @@ void ServeOnWorkers(AsyncService* service, RequestMethod request_method,
     return (handler->*method)(context, &request, response);
   };
   m.workers = workers;
-  ServeUnary(service, request_method, cq, std::move(m));
+  ServeUnary(service, request_method, queue, std::move(m));
 }
 
 }  // namespace remat

@@ -125,7 +125,7 @@ absl::Status Daemon::Start() {
     builder.AddListeningPort(UnixSocketTarget(config_.unix_socket()),
                              grpc::InsecureServerCredentials());
   }
-  cq_ = builder.AddCompletionQueue();
+  queue_ = std::make_unique<ServingQueue>(builder.AddCompletionQueue());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || (!config_.listen().empty() && grpc_port_ == 0)) {
     return absl::UnavailableError(absl::StrCat(
@@ -134,11 +134,11 @@ absl::Status Daemon::Start() {
   }
   workers_ = std::make_unique<WorkerPool>(config_.worker_threads());
   ServePlanner();
-  health_.Serve(cq_.get());
+  health_.Serve(queue_.get());
   // One I/O thread: at 16 concurrent clients on 2 cores a second one
   // measured slower (the two contend for the same sockets), and the
   // workers take everything that could block.
-  io_thread_ = std::thread([cq = cq_.get()] { RunCompletionQueue(cq); });
+  io_thread_ = std::thread([queue = queue_.get()] { queue->Run(); });
 
   if (config_.metrics_port() >= 0) {
     http_ = std::make_unique<HttpServer>(
@@ -302,12 +302,12 @@ void Daemon::Shutdown() {
   // Every call has ended or been cancelled; the workers finish what they
   // hold (their answers complete on the queue), then the queue drains.
   workers_.reset();
-  if (cq_ != nullptr) {
-    cq_->Shutdown();
+  if (queue_ != nullptr) {
+    queue_->Shutdown();
     if (io_thread_.joinable()) {
       io_thread_.join();
     } else {
-      RunCompletionQueue(cq_.get());  // Start failed before the I/O thread
+      queue_->Run();  // Start failed before the I/O thread
     }
   }
   if (http_ != nullptr) http_->Stop();
@@ -334,11 +334,11 @@ void Daemon::ServePlanner() {
   };
   get_plan.workers = workers;
   get_plan.accept_ahead = 64;
-  ServeUnary(&planner_async_, &P::RequestGetPlan, cq_.get(),
+  ServeUnary(&planner_async_, &P::RequestGetPlan, queue_.get(),
              std::move(get_plan));
   // The other methods run on the workers.
   auto on_workers = [&](auto request_method, auto handler) {
-    ServeOnWorkers(&planner_async_, request_method, cq_.get(), workers,
+    ServeOnWorkers(&planner_async_, request_method, queue_.get(), workers,
                    service, handler);
   };
   on_workers(&P::RequestRegisterModel, &PlannerService::RegisterModel);

@@ -71,7 +71,7 @@ class Daemon {
   // Declared before server_: the services and the queue must outlive it.
   v1::Planner::AsyncService planner_async_;
   HealthService health_;
-  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  std::unique_ptr<ServingQueue> queue_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<WorkerPool> workers_;
   std::thread io_thread_;

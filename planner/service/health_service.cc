@@ -40,34 +40,34 @@ struct HealthService::State {
 namespace {
 
 // One Watch call. Every field is guarded by State::mu; at most one write or
-// the finish is in flight at a time. Deletes itself once the finish has
-// completed and gRPC has said the call is done.
+// the finish is in flight at a time. Deletes itself once gRPC has said the
+// call is done and no operation of its is in flight. A call that ends
+// without being finished (the client cancelled, a write failed, the queue
+// shut down) is not finished: nobody would read it.
 class WatchCall {
  public:
   static void Listen(std::shared_ptr<HealthService::State> state,
                      grpc::health::v1::Health::AsyncService* service,
-                     grpc::ServerCompletionQueue* cq) {
-    auto* call = new WatchCall(std::move(state), service, cq);
-    call->context_.AsyncNotifyWhenDone(&call->done_tag_);
-    service->RequestWatch(&call->context_, &call->request_, &call->writer_,
-                          cq, cq, &call->op_tag_);
+                     ServingQueue* queue) {
+    auto* call = new WatchCall(std::move(state), service, queue);
+    const bool started = queue->StartOp([&] {
+      call->context_.AsyncNotifyWhenDone(&call->done_tag_);
+      service->RequestWatch(&call->context_, &call->request_, &call->writer_,
+                            queue->cq(), queue->cq(), &call->op_tag_);
+    });
+    if (!started) delete call;
   }
 
   // Starts the next write, or the finish, when one is due and nothing is in
   // flight.
   void Pump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-    if (op_in_flight_ || finishing_) return;
-    if (done_ || write_failed_) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch ended"));
-      return;
-    }
+    if (op_in_flight_ || finishing_ || done_ || write_failed_) return;
     const ServingStatus now = state_->Lookup(request_.service());
     if (!sent_any_ || now != last_sent_) {
       response_.set_status(now);
-      op_in_flight_ = true;
       sent_any_ = true;
       last_sent_ = now;
-      writer_.Write(response_, &op_tag_);
+      StartOp([this] { writer_.Write(response_, &op_tag_); });
       return;
     }
     if (state_->shut_down) {
@@ -86,15 +86,27 @@ class WatchCall {
 
   WatchCall(std::shared_ptr<HealthService::State> state,
             grpc::health::v1::Health::AsyncService* service,
-            grpc::ServerCompletionQueue* cq)
-      : state_(std::move(state)), service_(service), cq_(cq) {}
+            ServingQueue* queue)
+      : state_(std::move(state)), service_(service), queue_(queue) {}
+
+  void StartOp(absl::FunctionRef<void()> start_op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    op_in_flight_ = queue_->StartOp(start_op);
+  }
 
   void Finish(const grpc::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     state_->watchers.erase(this);
     finishing_ = true;
-    op_in_flight_ = true;
-    writer_.Finish(status, &op_tag_);
+    StartOp([&] { writer_.Finish(status, &op_tag_); });
+  }
+
+  // Whether the call can be deleted: done, with nothing in flight (the
+  // accept's done tag only comes for an accepted call).
+  bool Over() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (!done_ || op_in_flight_) return false;
+    state_->watchers.erase(this);
+    return true;
   }
 
   // The op tag completes, in turn: the accept, each write, the finish.
@@ -108,7 +120,7 @@ class WatchCall {
         // started (gRPC then never delivers the done tag).
         destroy = !ok;
         if (ok) {
-          Listen(state_, service_, cq_);
+          Listen(state_, service_, queue_);
           if (state_->watchers.size() >= state_->max_watchers) {
             Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                 "too many health watchers; use Check"));
@@ -119,13 +131,9 @@ class WatchCall {
         }
       } else {
         op_in_flight_ = false;
-        if (finishing_) {
-          finished_ = true;
-          destroy = done_;
-        } else {
-          write_failed_ = !ok;
-          Pump();
-        }
+        if (!ok && !finishing_) write_failed_ = true;
+        Pump();
+        destroy = Over();
       }
     }
     if (destroy) delete this;
@@ -136,18 +144,14 @@ class WatchCall {
     {
       absl::MutexLock lock(&state_->mu);
       done_ = true;
-      if (finished_) {
-        destroy = true;
-      } else {
-        Pump();
-      }
+      destroy = Over();
     }
     if (destroy) delete this;
   }
 
   const std::shared_ptr<HealthService::State> state_;
   grpc::health::v1::Health::AsyncService* const service_;
-  grpc::ServerCompletionQueue* const cq_;
+  ServingQueue* const queue_;
   grpc::ServerContext context_;
   HealthCheckRequest request_;
   HealthCheckResponse response_;
@@ -160,7 +164,6 @@ class WatchCall {
   ServingStatus last_sent_ = HealthCheckResponse::UNKNOWN;
   bool write_failed_ = false;
   bool finishing_ = false;
-  bool finished_ = false;
   bool done_ = false;
 };
 
@@ -177,7 +180,7 @@ HealthService::HealthService(int max_watchers)
 
 HealthService::~HealthService() = default;
 
-void HealthService::Serve(grpc::ServerCompletionQueue* cq) {
+void HealthService::Serve(ServingQueue* queue) {
   UnaryMethod<HealthCheckRequest, HealthCheckResponse> check;
   check.answer_inline = [this](grpc::ServerContext*,
                                const HealthCheckRequest& request,
@@ -185,9 +188,9 @@ void HealthService::Serve(grpc::ServerCompletionQueue* cq) {
     return std::optional<grpc::Status>(Check(request, response));
   };
   ServeUnary(&async_service_,
-             &grpc::health::v1::Health::AsyncService::RequestCheck, cq,
+             &grpc::health::v1::Health::AsyncService::RequestCheck, queue,
              std::move(check));
-  WatchCall::Listen(state_, &async_service_, cq);
+  WatchCall::Listen(state_, &async_service_, queue);
 }
 
 void HealthService::SetServingStatus(const std::string& service,

@@ -16,14 +16,14 @@
 #ifndef REMAT_PLANNER_SERVICE_HEALTH_SERVICE_H_
 #define REMAT_PLANNER_SERVICE_HEALTH_SERVICE_H_
 
-#include <grpcpp/completion_queue.h>
-
 #include <memory>
 #include <string>
 
 #include "proto/health.grpc.pb.h"
 
 namespace remat {
+
+class ServingQueue;  // async_server.h
 
 class HealthService final {
  public:
@@ -36,8 +36,8 @@ class HealthService final {
   grpc::health::v1::Health::AsyncService* async_service() {
     return &async_service_;
   }
-  // Starts answering Check and Watch on `cq` (after the server started).
-  void Serve(grpc::ServerCompletionQueue* cq);
+  // Starts answering Check and Watch on `queue` (after the server started).
+  void Serve(ServingQueue* queue);
 
   void SetServingStatus(const std::string& service, bool serving);
   // Sets every known service NOT_SERVING for good and ends every Watch once

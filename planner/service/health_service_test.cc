@@ -31,16 +31,16 @@ class HealthServer {
     builder.RegisterService(health->async_service());
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                              &port_);
-    cq_ = builder.AddCompletionQueue();
+    queue_ = std::make_unique<ServingQueue>(builder.AddCompletionQueue());
     server_ = builder.BuildAndStart();
     REQUIRE(server_ != nullptr);
-    health->Serve(cq_.get());
-    io_ = std::thread([this] { RunCompletionQueue(cq_.get()); });
+    health->Serve(queue_.get());
+    io_ = std::thread([this] { queue_->Run(); });
   }
   ~HealthServer() {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(2));
-    cq_->Shutdown();
+    queue_->Shutdown();
     io_.join();
   }
   std::unique_ptr<Health::Stub> Stub() const {
@@ -51,7 +51,7 @@ class HealthServer {
 
  private:
   int port_ = 0;
-  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  std::unique_ptr<ServingQueue> queue_;
   std::unique_ptr<grpc::Server> server_;
   std::thread io_;
 };
@@ -137,6 +137,31 @@ TEST_CASE("Shutdown tells every watcher NOT_SERVING, then ends the watch") {
   HealthCheckResponse response;
   REQUIRE(stub->Check(&context, HealthCheckRequest(), &response).ok());
   CHECK(response.status() == HealthCheckResponse::NOT_SERVING);
+}
+
+TEST_CASE("watchers cancelled while the server shuts down") {
+  // The cancellations' events reach the watchers around the queue's
+  // shutdown; a watcher that then started its finish aborted the process
+  // (gRPC refuses operations on a shut-down queue).
+  for (int round = 0; round < 20; ++round) {
+    HealthService health;
+    health.SetServingStatus("", true);
+    auto server = std::make_unique<HealthServer>(&health);
+    auto stub = server->Stub();
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    std::vector<std::unique_ptr<grpc::ClientReader<HealthCheckResponse>>>
+        open;
+    for (int w = 0; w < 4; ++w) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+      open.push_back(stub->Watch(contexts.back().get(), HealthCheckRequest()));
+      HealthCheckResponse response;
+      REQUIRE(open.back()->Read(&response));
+    }
+    for (auto& context : contexts) context->TryCancel();
+    if (round % 2 == 0) health.SetServingStatus("", false);
+    server.reset();
+    for (auto& reader : open) reader->Finish();
+  }
 }
 
 TEST_CASE("watchers beyond the limit get RESOURCE_EXHAUSTED") {
