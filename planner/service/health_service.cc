@@ -41,9 +41,9 @@ namespace {
 
 // One Watch call. Every field is guarded by State::mu; at most one write or
 // the finish is in flight at a time. Deletes itself once gRPC has said the
-// call is done and no operation of its is in flight. A call that ends
-// without being finished (the client cancelled, a write failed, the queue
-// shut down) is not finished: nobody would read it.
+// call is done and no operation of its is in flight. A call that ended
+// before its finish (the client cancelled, a write failed, the queue shut
+// down) is deleted without one: nobody would read it.
 class WatchCall {
  public:
   static void Listen(std::shared_ptr<HealthService::State> state,
