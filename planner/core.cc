@@ -149,6 +149,58 @@ struct PlannerCore::Impl {
     result.plan = std::make_shared<Plan>(solver.Solve(problem));
     return result;
   }
+
+  // The cached plan for a prepared request; nullopt on a miss.
+  std::optional<PlanResult> Cached(Request& prepared) {
+    auto plan = cache.Lookup(prepared.key);
+    if (plan == nullptr) return std::nullopt;
+    PlanResult result;
+    result.plan = std::move(plan);
+    result.from_cache = true;
+    result.bucket = std::move(prepared.key.bucket);
+    return result;
+  }
+
+  // GetPlan past the cache for a prepared request: estimates, solves, and
+  // caches the plan.
+  absl::StatusOr<PlanResult> SolveAndCache(Request& prepared,
+                                           const PlanRequest& request) {
+    Model& m = *prepared.model;
+    PlanKey& key = prepared.key;
+    std::lock_guard lock(m.mu);
+    if (m.estimator->num_samples() == 0) {
+      PlanResult result;
+      result.collect = true;
+      result.collect_reason = "no samples yet";
+      result.plan = SafePlan(*m.spec, "collect: no samples yet");
+      result.bucket = std::move(key.bucket);
+      return result;
+    }
+    auto result =
+        Solve(m, request, prepared.solver_name, *prepared.solver, key.bucket);
+    if (!result.ok()) return result.status();
+    if (result->collect) {
+      result->plan = SafePlan(*m.spec, "collect: " + result->collect_reason);
+      return result;
+    }
+    const Plan& plan = *result->plan;
+    // Only the exact solvers can say that no plan fits. The baselines'
+    // plans are returned as they are (feasible false when the memory model
+    // says they break the budget), so they run as their authors meant.
+    const std::string& solver_name = prepared.solver_name;
+    if (!plan.feasible &&
+        (solver_name == "exact" || solver_name == "static_max")) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
+          " for features [", absl::StrJoin(request.features, ", "),
+          "]; the smallest reachable peak is ",
+          FormatBytes(plan.predicted_peak_bytes), " (",
+          plan.predicted_peak_bytes, " bytes); raise the budget or shrink the "
+          "batch"));
+    }
+    cache.Insert(key, result->plan);
+    return result;
+  }
 };
 
 PlannerCore::PlannerCore(CoreOptions options)
@@ -216,63 +268,24 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
 }
 
 absl::StatusOr<PlanResult> PlannerCore::GetPlan(const PlanRequest& request) {
-  if (auto cached = GetPlanIfCached(request)) return *std::move(cached);
-  return GetPlanUncached(request);
+  auto prepared = impl_->Prepare(request);
+  if (!prepared.ok()) return prepared.status();
+  if (auto cached = impl_->Cached(*prepared)) return *std::move(cached);
+  return impl_->SolveAndCache(*prepared, request);
 }
 
 std::optional<absl::StatusOr<PlanResult>> PlannerCore::GetPlanIfCached(
     const PlanRequest& request) {
   auto prepared = impl_->Prepare(request);
   if (!prepared.ok()) return prepared.status();
-  PlanKey& key = prepared->key;
-  auto cached = impl_->cache.Lookup(key);
-  if (cached == nullptr) return std::nullopt;
-  PlanResult result;
-  result.plan = std::move(cached);
-  result.from_cache = true;
-  result.bucket = std::move(key.bucket);
-  return result;
+  return impl_->Cached(*prepared);
 }
 
 absl::StatusOr<PlanResult> PlannerCore::GetPlanUncached(
     const PlanRequest& request) {
   auto prepared = impl_->Prepare(request);
   if (!prepared.ok()) return prepared.status();
-  Impl::Model& m = *prepared->model;
-  PlanKey& key = prepared->key;
-  std::lock_guard lock(m.mu);
-  if (m.estimator->num_samples() == 0) {
-    PlanResult result;
-    result.collect = true;
-    result.collect_reason = "no samples yet";
-    result.plan = SafePlan(*m.spec, "collect: no samples yet");
-    result.bucket = std::move(key.bucket);
-    return result;
-  }
-  auto result = impl_->Solve(m, request, prepared->solver_name,
-                             *prepared->solver, key.bucket);
-  if (!result.ok()) return result.status();
-  if (result->collect) {
-    result->plan = SafePlan(*m.spec, "collect: " + result->collect_reason);
-    return result;
-  }
-  const Plan& plan = *result->plan;
-  // Only the exact solvers can say that no plan fits. The baselines'
-  // plans are returned as they are (feasible false when the memory model
-  // says they break the budget), so they run as their authors meant.
-  const std::string& solver_name = prepared->solver_name;
-  if (!plan.feasible &&
-      (solver_name == "exact" || solver_name == "static_max")) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
-        " for features [", absl::StrJoin(request.features, ", "),
-        "]; the smallest reachable peak is ",
-        FormatBytes(plan.predicted_peak_bytes), " (",
-        plan.predicted_peak_bytes, " bytes); raise the budget or shrink the "
-        "batch"));
-  }
-  impl_->cache.Insert(key, result->plan);
-  return result;
+  return impl_->SolveAndCache(*prepared, request);
 }
 
 absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
