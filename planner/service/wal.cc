@@ -142,15 +142,14 @@ absl::StatusOr<std::unique_ptr<Wal>> Wal::Open(
   }
 
   uint64_t valid = 0;
-  if (data.size() >= sizeof(kMagic) &&
-      std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
-    ::close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        path,
-        " is not a rematd write-ahead log (bad magic); move it away "
-        "or point --state-dir elsewhere"));
-  }
   if (data.size() >= sizeof(kMagic)) {
+    if (std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
+      ::close(fd);
+      return absl::FailedPreconditionError(absl::StrCat(
+          path,
+          " is not a rematd write-ahead log (bad magic); move it away "
+          "or point --state-dir elsewhere"));
+    }
     valid = ParseRecords(data, replay, recovery);
   } else if (!data.empty()) {
     recovery->dropped_reason = "torn file header";
