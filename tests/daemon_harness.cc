@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -56,6 +58,23 @@ absl::Status Spawn(const std::vector<std::string>& argv,
     return absl::InternalError(absl::StrCat("posix_spawn ", argv[0], ": ", rc));
   }
   return absl::OkStatus();
+}
+
+// Under --config=asan/tsan the daemon and CLI binaries are instrumented
+// too, but a report in a child process only reaches its stderr (and an
+// exit code the test may not look at, or never see after SIGKILL): any
+// report there fails the test process, with the child's stderr.
+void FailOnSanitizerReport(const std::string& what, const std::string& err) {
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                             "WARNING: ThreadSanitizer",
+                             "ThreadSanitizer: reported", "runtime error:"}) {
+    if (err.find(marker) != std::string::npos) {
+      std::fprintf(stderr, "%s reported \"%s\"; its stderr:\n%s\n",
+                   what.c_str(), marker, err.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
 }
 
 }  // namespace
@@ -116,6 +135,7 @@ absl::Status DaemonProcess::Start(const Options& options) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
+      FailOnSanitizerReport("rematd", log());
       return absl::InternalError(
           absl::StrCat("rematd exited during start: ", log()));
     }
@@ -143,6 +163,7 @@ int DaemonProcess::Signal(int sig) {
   kill(pid_, sig);
   const int code = WaitExit(pid_);
   pid_ = -1;
+  FailOnSanitizerReport("rematd", log());
   return code;
 }
 
@@ -155,6 +176,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   result.exit_code = WaitExit(pid);
   result.out = ReadFile(out);
   result.err = ReadFile(err);
+  FailOnSanitizerReport(argv[0], result.err);
   unlink(out.c_str());
   unlink(err.c_str());
   rmdir(dir.c_str());

@@ -40,6 +40,7 @@ class DaemonProcess {
   // error carries the daemon's stderr.
   absl::Status Start(const Options& options);
   // Sends `sig` and waits for the exit: the exit code, or 128 + signal.
+  // A sanitizer report in the daemon's log ends the test process (exit 1).
   int Signal(int sig);
   bool running() const { return pid_ > 0; }
 
@@ -64,7 +65,8 @@ struct CommandResult {
   std::string out;
   std::string err;
 };
-// Runs argv[0] (a path) with the arguments; waits for it.
+// Runs argv[0] (a path) with the arguments; waits for it. A sanitizer
+// report on its stderr ends the test process (exit 1).
 CommandResult RunCommand(const std::vector<std::string>& argv);
 
 // GET http://127.0.0.1:port/path; "" when it cannot connect. The whole

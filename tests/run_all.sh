@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
 # The test command: installs what the build needs, builds everything, runs
-# every test target, and ends with one line "N passed, N failed" counting
-# test targets.
+# every test target, then the tests tagged "asan" under ASan+UBSan
+# (--config=asan, see .bazelrc), and ends with one line "N passed, N failed"
+# counting test targets over all runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./setup.sh || exit 1
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# Always run the tests: a cached result proves nothing about this machine.
-bazel test //... --test_summary=short --nocache_test_results 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
+passed=0
+failed=0
+# One `bazel test` run with the given arguments; adds its test targets to
+# passed and failed. Always runs the tests: a cached result proves nothing
+# about this machine.
+run_tests() {
+  bazel test "$@" --test_summary=short --nocache_test_results 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]} p f
+  p=$(grep -cE '^//[^ ]+ .*PASSED' "$log")
+  f=$(grep -cE '^//[^ ]+ .*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
+  # A build failure leaves tests unrun: count the run as failed.
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    f=1
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
 
-passed=$(grep -cE '^//[^ ]+ .*PASSED' "$log")
-failed=$(grep -cE '^//[^ ]+ .*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
-# A build failure leaves tests unrun: count the run as failed.
-if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-  failed=1
-fi
+run_tests //...
+run_tests --config=asan --test_tag_filters=asan --build_tests_only //...
+
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
