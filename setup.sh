@@ -24,6 +24,7 @@ PACKAGES=(
   libeigen3-dev         # least squares in the estimator
   libbenchmark-dev      # micro-benchmarks
   nlohmann-json3-dev    # JSON files: instances, configs, traces
+  openssl               # test certificates for rematd's TLS (rematd_security_test)
   python3-yaml          # //deploy:manifests_test reads the Kubernetes manifests
 )
 

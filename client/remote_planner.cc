@@ -6,6 +6,8 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -22,9 +24,12 @@ using Clock = std::chrono::system_clock;
 
 // Runs `call` with a fresh context per attempt, all attempts within
 // `deadline`; retries only idempotent calls, only on UNAVAILABLE.
+// A channel_error that is not OK is returned as it is, without a call.
 template <typename Call>
-grpc::Status Invoke(const RemotePlannerOptions& options,
+grpc::Status Invoke(const grpc::Status& channel_error,
+                    const RemotePlannerOptions& options,
                     Clock::time_point deadline, bool idempotent, Call&& call) {
+  if (!channel_error.ok()) return channel_error;
   std::chrono::milliseconds backoff = options.initial_backoff;
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext context;
@@ -87,15 +92,61 @@ std::shared_ptr<grpc::Channel> MakeDaemonChannel(const std::string& address) {
                                    DaemonChannelArguments());
 }
 
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeDaemonChannel(
+    const std::string& address, const DaemonTlsOptions& tls) {
+  if (!tls.enabled()) return MakeDaemonChannel(address);
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::FailedPreconditionError(
+        "TLS: a client certificate needs its key: give both --tls-cert and "
+        "--tls-key");
+  }
+  auto read = [](const std::string& path, const char* flag,
+                 std::string* out) -> absl::Status {
+    if (path.empty()) return absl::OkStatus();
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in || ss.str().find("-----BEGIN ") == std::string::npos) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "TLS: ", flag, " \"", path, "\" cannot be read or holds no PEM"));
+    }
+    *out = ss.str();
+    return absl::OkStatus();
+  };
+  grpc::SslCredentialsOptions options;
+  if (auto s = read(tls.ca_file, "--tls-ca", &options.pem_root_certs);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = read(tls.cert_file, "--tls-cert", &options.pem_cert_chain);
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = read(tls.key_file, "--tls-key", &options.pem_private_key);
+      !s.ok()) {
+    return s;
+  }
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(options),
+                                   DaemonChannelArguments());
+}
+
 bool RemotePlanner::FallbackKey::operator<(const FallbackKey& o) const {
   return std::tie(model, budget_bytes, solver) <
          std::tie(o.model, o.budget_bytes, o.solver);
 }
 
 RemotePlanner::RemotePlanner(RemotePlannerOptions options)
-    : options_(std::move(options)),
-      channel_(MakeDaemonChannel(options_.address)),
-      stub_(v1::Planner::NewStub(channel_)) {}
+    : options_(std::move(options)) {
+  auto channel = MakeDaemonChannel(options_.address, options_.tls);
+  if (channel.ok()) {
+    channel_ = *std::move(channel);
+  } else {
+    channel_error_ = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                  std::string(channel.status().message()));
+    channel_ = MakeDaemonChannel(options_.address);  // never used
+  }
+  stub_ = v1::Planner::NewStub(channel_);
+}
 
 absl::Status RemotePlanner::RegisterModel(const ModelSpec& spec) {
   // Validate here too, so the safe plan is never built from a bad spec.
@@ -104,7 +155,7 @@ absl::Status RemotePlanner::RegisterModel(const ModelSpec& spec) {
   ModelSpecToProto(spec, request.mutable_model());
   v1::RegisterModelResponse response;
   const grpc::Status s =
-      Invoke(options_, Clock::now() + options_.call_deadline,
+      Invoke(channel_error_, options_, Clock::now() + options_.call_deadline,
              /*idempotent=*/true, [&](grpc::ClientContext* c) {
                return stub_->RegisterModel(c, request, &response);
              });
@@ -143,11 +194,11 @@ absl::StatusOr<PlanResult> RemotePlanner::CallGetPlan(
     const ModelSpec& spec, const PlanRequest& request) {
   const auto proto = PlanRequestToProto<v1::GetPlanRequest>(spec, request);
   v1::GetPlanResponse response;
-  const grpc::Status s =
-      Invoke(options_, Clock::now() + options_.get_plan_deadline,
-             /*idempotent=*/true, [&](grpc::ClientContext* c) {
-               return stub_->GetPlan(c, proto, &response);
-             });
+  const grpc::Status s = Invoke(
+      channel_error_, options_, Clock::now() + options_.get_plan_deadline,
+      /*idempotent=*/true, [&](grpc::ClientContext* c) {
+        return stub_->GetPlan(c, proto, &response);
+      });
   if (!s.ok()) return FromGrpcStatus(s);
   return PlanResultFromProto(response);
 }
@@ -299,7 +350,7 @@ absl::Status RemotePlanner::ReportSamples(const std::string& model,
   }
   v1::ReportSamplesResponse response;
   const grpc::Status s =
-      Invoke(options_, Clock::now() + options_.call_deadline,
+      Invoke(channel_error_, options_, Clock::now() + options_.call_deadline,
              /*idempotent=*/false, [&](grpc::ClientContext* c) {
                return stub_->ReportSamples(c, request, &response);
              });
@@ -319,7 +370,7 @@ absl::Status RemotePlanner::ReportOutcome(const Outcome& outcome) {
   }
   v1::ReportOutcomeResponse response;
   const grpc::Status s =
-      Invoke(options_, Clock::now() + options_.call_deadline,
+      Invoke(channel_error_, options_, Clock::now() + options_.call_deadline,
              /*idempotent=*/false, [&](grpc::ClientContext* c) {
                return stub_->ReportOutcome(c, request, &response);
              });
@@ -332,7 +383,7 @@ absl::StatusOr<v1::GetModelStateResponse> RemotePlanner::GetModelState(
   request.set_model(model);
   v1::GetModelStateResponse response;
   const grpc::Status s =
-      Invoke(options_, Clock::now() + options_.call_deadline,
+      Invoke(channel_error_, options_, Clock::now() + options_.call_deadline,
              /*idempotent=*/true, [&](grpc::ClientContext* c) {
                return stub_->GetModelState(c, request, &response);
              });
@@ -344,7 +395,7 @@ absl::StatusOr<v1::ListModelsResponse> RemotePlanner::ListModels() {
   v1::ListModelsRequest request;
   v1::ListModelsResponse response;
   const grpc::Status s =
-      Invoke(options_, Clock::now() + options_.call_deadline,
+      Invoke(channel_error_, options_, Clock::now() + options_.call_deadline,
              /*idempotent=*/true, [&](grpc::ClientContext* c) {
                return stub_->ListModels(c, request, &response);
              });
@@ -360,7 +411,7 @@ absl::StatusOr<v1::ExplainPlanResponse> RemotePlanner::ExplainPlan(
   const auto proto = PlanRequestToProto<v1::ExplainPlanRequest>(*spec, request);
   v1::ExplainPlanResponse response;
   const grpc::Status s =
-      Invoke(options_, Clock::now() + options_.call_deadline,
+      Invoke(channel_error_, options_, Clock::now() + options_.call_deadline,
              /*idempotent=*/true, [&](grpc::ClientContext* c) {
                return stub_->ExplainPlan(c, proto, &response);
              });

@@ -47,9 +47,28 @@ namespace remat {
 // rematd's default endpoint.
 inline constexpr char kDefaultDaemonAddress[] = "127.0.0.1:7421";
 
+// TLS to a daemon that serves it (rematd --tls-cert). All empty: plaintext
+// (a unix socket, or loopback TCP without TLS).
+struct DaemonTlsOptions {
+  // PEM CAs that signed the daemon's certificate. Empty with cert_file set:
+  // gRPC's default roots.
+  std::string ca_file;
+  // PEM client certificate chain and its key, for a daemon that asks for
+  // client certificates (rematd --tls-client-ca). Both or neither.
+  std::string cert_file;
+  std::string key_file;
+
+  bool enabled() const {
+    return !ca_file.empty() || !cert_file.empty() || !key_file.empty();
+  }
+};
+
 struct RemotePlannerOptions {
   // "host:port" or "unix:/path/to/socket".
   std::string address = kDefaultDaemonAddress;
+  // TLS over TCP; off by default. A file that cannot be read makes every
+  // call fail with FAILED_PRECONDITION naming it.
+  DaemonTlsOptions tls;
   // Deadline of one GetPlan, retries included.
   std::chrono::milliseconds get_plan_deadline{50};
   // Deadline of every other call, retries included.
@@ -67,9 +86,13 @@ struct RemotePlannerOptions {
 // The arguments of a channel to rematd: fast reconnects (100 ms first
 // backoff, 1 s max) and a 64 MiB receive limit.
 grpc::ChannelArguments DaemonChannelArguments();
-// A channel to rematd with DaemonChannelArguments, for RemotePlanner and the
-// CLI.
+// A plaintext channel to rematd with DaemonChannelArguments, for
+// RemotePlanner and the CLI.
 std::shared_ptr<grpc::Channel> MakeDaemonChannel(const std::string& address);
+// The same over TLS when `tls.enabled()`. FAILED_PRECONDITION naming a file
+// that cannot be read, or a cert_file without key_file (or the reverse).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeDaemonChannel(
+    const std::string& address, const DaemonTlsOptions& tls);
 
 class RemotePlanner final : public Planner {
  public:
@@ -118,6 +141,8 @@ class RemotePlanner final : public Planner {
   void Warn(const std::string& message);
 
   const RemotePlannerOptions options_;
+  // Not OK when the TLS options could not be used; every call returns it.
+  grpc::Status channel_error_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Planner::Stub> stub_;
 

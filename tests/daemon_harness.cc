@@ -118,7 +118,7 @@ absl::Status DaemonProcess::Start(const Options& options) {
                                    "--grace-seconds",
                                    "2"};
   if (options.unix_socket.empty()) {
-    argv.insert(argv.end(), {"--listen", "127.0.0.1:0"});
+    argv.insert(argv.end(), {"--listen", options.listen});
   } else {
     argv.insert(argv.end(),
                 {"--listen", "", "--unix-socket", options.unix_socket});

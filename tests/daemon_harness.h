@@ -21,15 +21,18 @@ std::string Runfile(const std::string& path);
 std::string MakeTempDir();
 std::string ReadFile(const std::string& path);
 
-// One rematd child process. It listens on 127.0.0.1 with a port chosen by
-// the kernel (--listen 127.0.0.1:0) and reports it through --port-file; or
-// on a unix socket only.
+// One rematd child process. It listens on 127.0.0.1 (or Options::listen)
+// with a port chosen by the kernel (--listen 127.0.0.1:0) and reports it
+// through --port-file; or on a unix socket only.
 class DaemonProcess {
  public:
   struct Options {
     std::string state_dir;    // empty: no state
     std::string unix_socket;  // set: serve only on this socket
     std::vector<std::string> extra_args;
+    // The TCP address when unix_socket is empty. address() is 127.0.0.1
+    // with the bound port whatever host this names (e.g. 0.0.0.0:0).
+    std::string listen = "127.0.0.1:0";
   };
   DaemonProcess() = default;
   ~DaemonProcess();  // SIGKILLs a daemon still running

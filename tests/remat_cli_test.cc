@@ -182,8 +182,14 @@ TEST_CASE("rematd --validate-config") {
   r = RunCommand({Rematd(), "--validate-config", "--listen", "0.0.0.0:7421"});
   REQUIRE(r.exit_code == 2);
   REQUIRE(Contains(r.err, "listen (--listen)"));
+  // Remote needs --allow-remote and TLS (the files are read at start).
+  r = RunCommand({Rematd(), "--validate-config", "--listen", "0.0.0.0:7421",
+                  "--allow-remote"});
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(Contains(r.err, "TLS is off"));
   REQUIRE(RunCommand({Rematd(), "--validate-config", "--listen", "0.0.0.0:7421",
-                      "--allow-non-loopback"})
+                      "--allow-remote", "--tls-cert", "/c.pem", "--tls-key",
+                      "/k.pem"})
               .exit_code == 0);
 
   const std::string bad = testing::MakeTempDir() + "/bad.json";

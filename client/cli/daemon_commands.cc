@@ -33,6 +33,7 @@ using cli::kExitUnreachable;
 
 struct CommonArgs {
   std::string address = kDefaultDaemonAddress;
+  DaemonTlsOptions tls;
   std::string output = "table";
   int timeout_ms = 3000;
 };
@@ -48,6 +49,12 @@ void AddCommon(CLI::App* sub, CommonArgs* args) {
   sub->add_option("--address", args->address,
                   "rematd address: host:port or unix:/path")
       ->capture_default_str();
+  sub->add_option("--tls-ca", args->tls.ca_file,
+                  "PEM CAs of a TLS rematd (--tls-cert): connect over TLS");
+  sub->add_option("--tls-cert", args->tls.cert_file,
+                  "PEM client certificate, for a rematd with --tls-client-ca");
+  sub->add_option("--tls-key", args->tls.key_file,
+                  "PEM private key of --tls-cert");
   sub->add_option("-o,--output", args->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
@@ -180,8 +187,19 @@ ProtoRequest MakePlanRequest(const PlanArgs& p) {
   return request;
 }
 
+// The channel to rematd, over TLS when a --tls-* option is given. Throws
+// CLI::ValidationError for a TLS file that cannot be used.
+std::shared_ptr<grpc::Channel> Channel(const CommonArgs& args) {
+  auto channel = MakeDaemonChannel(args.address, args.tls);
+  if (!channel.ok()) {
+    throw CLI::ValidationError("--tls-*",
+                               std::string(channel.status().message()));
+  }
+  return *std::move(channel);
+}
+
 std::unique_ptr<v1::Planner::Stub> Stub(const CommonArgs& args) {
-  return v1::Planner::NewStub(MakeDaemonChannel(args.address));
+  return v1::Planner::NewStub(Channel(args));
 }
 
 std::string Bucket(
@@ -204,8 +222,7 @@ void PrintPlanTable(const v1::Plan& plan) {
 }
 
 int RunHealth(const CommonArgs& args, const std::string& service) {
-  auto stub =
-      grpc::health::v1::Health::NewStub(MakeDaemonChannel(args.address));
+  auto stub = grpc::health::v1::Health::NewStub(Channel(args));
   grpc::ClientContext context;
   SetDeadline(&context, args);
   grpc::health::v1::HealthCheckRequest request;

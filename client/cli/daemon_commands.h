@@ -1,6 +1,7 @@
 // The `remat` CLI's daemon subcommands: health, models, model, plan,
 // explain. Each takes --address (default rematd's 127.0.0.1:7421, or
-// unix:/path) and -o table|json.
+// unix:/path), -o table|json, and for a TLS daemon --tls-ca FILE (plus
+// --tls-cert FILE --tls-key FILE when it asks for client certificates).
 //
 // Exit codes (client/cli/exit_codes.h): 0 ok, 2 usage error, 3 no plan fits
 // the budget, 4 daemon unreachable, 5 request rejected, 6 daemon not

@@ -1,6 +1,7 @@
 #include "planner/service/config.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/un.h>
 
 #include <algorithm>
@@ -28,8 +29,13 @@ v1::DaemonConfig DefaultDaemonConfig() {
   v1::DaemonConfig c;
   c.set_listen(kDefaultListen);
   c.set_unix_socket("");
-  c.set_allow_non_loopback(false);
+  c.set_unix_socket_mode(kDefaultUnixSocketMode);
+  c.set_allow_remote(false);
+  c.set_tls_cert("");
+  c.set_tls_key("");
+  c.set_tls_client_ca("");
   c.set_metrics_port(kDefaultMetricsPort);
+  c.set_metrics_address(kDefaultMetricsAddress);
   c.set_state_dir("");
   c.set_log_format("text");
   c.set_log_level("info");
@@ -89,6 +95,22 @@ bool IsLoopbackHost(const std::string& host) {
   return false;
 }
 
+bool ParseSocketMode(const std::string& octal, uint32_t* mode) {
+  if (octal.empty() || octal.size() > 4) return false;
+  uint32_t m = 0;
+  for (char ch : octal) {
+    if (ch < '0' || ch > '7') return false;
+    m = m * 8 + static_cast<uint32_t>(ch - '0');
+  }
+  if (m > 0777) return false;
+  *mode = m;
+  return true;
+}
+
+bool AllowRemote(const v1::DaemonConfig& c) {
+  return c.allow_remote() || c.allow_non_loopback();
+}
+
 absl::Status SplitHostPort(const std::string& address, std::string* host,
                            int* port) {
   const size_t colon = address.rfind(':');
@@ -125,13 +147,48 @@ absl::Status ValidateDaemonConfig(
     if (auto s = SplitHostPort(c.listen(), &host, &port); !s.ok()) {
       return Bad("listen", "--listen", std::string(s.message()));
     }
-    if (!IsLoopbackHost(host) && !c.allow_non_loopback()) {
+    const bool tls = !c.tls_cert().empty() && !c.tls_key().empty();
+    if (!IsLoopbackHost(host) && !AllowRemote(c)) {
       return Bad("listen", "--listen",
                  absl::StrCat("host \"", host,
                               "\" is not loopback; rematd serves this machine "
-                              "only unless allow_non_loopback "
-                              "(--allow-non-loopback) is set"));
+                              "only unless --allow-remote (allow_remote) is "
+                              "given, with TLS: --tls-cert FILE --tls-key "
+                              "FILE (or listen on 127.0.0.1)"));
     }
+    if (!IsLoopbackHost(host) && !tls) {
+      return Bad("listen", "--listen",
+                 absl::StrCat("host \"", host,
+                              "\" is not loopback and TLS is off: a remote "
+                              "listen needs --tls-cert FILE --tls-key FILE "
+                              "(tls_cert, tls_key) as well as --allow-remote"));
+    }
+  }
+  if (c.tls_cert().empty() != c.tls_key().empty()) {
+    return c.tls_cert().empty()
+               ? Bad("tls_cert", "--tls-cert",
+                     "tls_key is set without it; give both --tls-cert FILE "
+                     "and --tls-key FILE")
+               : Bad("tls_key", "--tls-key",
+                     "tls_cert is set without it; give both --tls-cert FILE "
+                     "and --tls-key FILE");
+  }
+  if (!c.tls_cert().empty() && c.listen().empty()) {
+    return Bad("tls_cert", "--tls-cert",
+               "TLS serves the TCP listen address, which is off (listen is "
+               "empty); set --listen host:port or drop the TLS files");
+  }
+  if (!c.tls_client_ca().empty() && c.tls_cert().empty()) {
+    return Bad("tls_client_ca", "--tls-client-ca",
+               "client certificates are checked only on a TLS listen; give "
+               "--tls-cert FILE --tls-key FILE too");
+  }
+  uint32_t socket_mode = 0;
+  if (!ParseSocketMode(c.unix_socket_mode(), &socket_mode)) {
+    return Bad("unix_socket_mode", "--unix-socket-mode",
+               absl::StrCat("must be octal permission bits in 0000..0777 "
+                            "such as 0660 or 0600, got \"",
+                            c.unix_socket_mode(), "\""));
   }
   if (!c.unix_socket().empty()) {
     std::string path = UnixSocketTarget(c.unix_socket()).substr(5);
@@ -152,6 +209,25 @@ absl::Status ValidateDaemonConfig(
                absl::StrCat("must be -1 (off), 0 (any free port) or a port, "
                             "got ",
                             c.metrics_port()));
+  }
+  if (c.metrics_port() >= 0) {
+    in_addr a4;
+    in6_addr a6;
+    const std::string& a = c.metrics_address();
+    if (a != "localhost" && inet_pton(AF_INET, a.c_str(), &a4) != 1 &&
+        inet_pton(AF_INET6, a.c_str(), &a6) != 1) {
+      return Bad("metrics_address", "--metrics-address",
+                 absl::StrCat("must be an IPv4 or IPv6 address or "
+                              "\"localhost\", got \"",
+                              a, "\""));
+    }
+    if (!IsLoopbackHost(a) && !AllowRemote(c)) {
+      return Bad("metrics_address", "--metrics-address",
+                 absl::StrCat("\"", a,
+                              "\" is not loopback; the metrics port (plain "
+                              "HTTP) serves this machine only unless "
+                              "--allow-remote (allow_remote) is given"));
+    }
   }
   if (c.log_format() != "text" && c.log_format() != "json") {
     return Bad("log_format", "--log-format",
@@ -279,12 +355,29 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
                    "; port 0 picks a free one; empty: no TCP)"));
   app->add_option("--unix-socket", f->unix_socket,
                   "Also serve gRPC on this unix socket (/path or unix:/path)");
-  app->add_flag("--allow-non-loopback", f->allow_non_loopback,
-                "Permit a --listen host that is not loopback");
+  app->add_option(
+      "--unix-socket-mode", f->unix_socket_mode,
+      absl::StrCat("Permission bits of the unix socket, octal (default ",
+                   kDefaultUnixSocketMode,
+                   ": rematd's user and group may connect)"));
+  app->add_flag("--allow-remote", f->allow_remote,
+                "Permit a non-loopback --listen host (needs --tls-cert and "
+                "--tls-key) or --metrics-address");
+  app->add_option("--tls-cert", f->tls_cert,
+                  "PEM certificate chain: serve TLS on --listen (with "
+                  "--tls-key)");
+  app->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");
+  app->add_option("--tls-client-ca", f->tls_client_ca,
+                  "PEM CA certificates: TCP clients must present a "
+                  "certificate they signed");
   app->add_option("--metrics-port", f->metrics_port,
                   absl::StrCat("Prometheus /metrics and /healthz on "
-                               "127.0.0.1:PORT (default ",
+                               "METRICS_ADDRESS:PORT (default ",
                                kDefaultMetricsPort, "; 0: any; -1: off)"));
+  app->add_option("--metrics-address", f->metrics_address,
+                  absl::StrCat("IP address of the metrics port (default ",
+                               kDefaultMetricsAddress,
+                               "; not loopback: needs --allow-remote)"));
   app->add_option("--state-dir", f->state_dir,
                   "Directory for the write-ahead log (default: none, state "
                   "is lost on exit)");
@@ -335,10 +428,22 @@ absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
   auto given = [&app](const char* name) { return app.count(name) > 0; };
   if (given("--listen")) config.set_listen(f.listen);
   if (given("--unix-socket")) config.set_unix_socket(f.unix_socket);
-  if (given("--allow-non-loopback")) {
-    config.set_allow_non_loopback(f.allow_non_loopback);
+  if (config.allow_non_loopback()) {
+    // The former name (config files written before allow_remote).
+    config.set_allow_remote(true);
   }
+  config.clear_allow_non_loopback();
+  if (given("--unix-socket-mode")) {
+    config.set_unix_socket_mode(f.unix_socket_mode);
+  }
+  if (given("--allow-remote")) config.set_allow_remote(f.allow_remote);
+  if (given("--tls-cert")) config.set_tls_cert(f.tls_cert);
+  if (given("--tls-key")) config.set_tls_key(f.tls_key);
+  if (given("--tls-client-ca")) config.set_tls_client_ca(f.tls_client_ca);
   if (given("--metrics-port")) config.set_metrics_port(f.metrics_port);
+  if (given("--metrics-address")) {
+    config.set_metrics_address(f.metrics_address);
+  }
   if (given("--state-dir")) config.set_state_dir(f.state_dir);
   if (given("--log-format")) config.set_log_format(f.log_format);
   if (given("--log-level")) config.set_log_level(f.log_level);

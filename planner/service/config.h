@@ -22,6 +22,9 @@ namespace remat {
 // The default gRPC endpoint: loopback only.
 inline constexpr char kDefaultListen[] = "127.0.0.1:7421";
 inline constexpr int kDefaultMetricsPort = 7422;
+inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1";
+// rematd's user and group may connect (connecting needs write permission).
+inline constexpr char kDefaultUnixSocketMode[] = "0660";
 
 // Every field of the config set to its default (documented in config.proto).
 v1::DaemonConfig DefaultDaemonConfig();
@@ -40,6 +43,13 @@ absl::Status ValidateDaemonConfig(const v1::DaemonConfig& config,
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool IsLoopbackHost(const std::string& host);
 
+// Octal permission bits ("0660", "660", "0600"), at most 0777. False for
+// anything else (setuid, setgid and sticky bits included).
+bool ParseSocketMode(const std::string& octal, uint32_t* mode);
+
+// allow_remote, or its former name allow_non_loopback.
+bool AllowRemote(const v1::DaemonConfig& config);
+
 // Splits "host:port" / "[v6]:port". INVALID_ARGUMENT on anything else.
 absl::Status SplitHostPort(const std::string& address, std::string* host,
                            int* port);
@@ -56,8 +66,13 @@ struct DaemonFlags {
   bool validate_config = false;
   std::string listen;
   std::string unix_socket;
-  bool allow_non_loopback = false;
+  std::string unix_socket_mode;
+  bool allow_remote = false;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
   int metrics_port = 0;
+  std::string metrics_address;
   std::string state_dir;
   std::string log_format;
   std::string log_level;

@@ -118,6 +118,18 @@ TEST_CASE("validation names the field and its flag") {
       {{"--default-solver", "quantum"}, "core.default_solver"},
       {{"--margin-fraction", "1.5"}, "core.margin_fraction"},
       {{"--granularity", "seq=0"}, "core.granularity[\"seq\"]"},
+      {{"--unix-socket-mode", "0860"}, "unix_socket_mode (--unix-socket-mode)"},
+      {{"--unix-socket-mode", "4660"}, "unix_socket_mode"},
+      {{"--listen", "0.0.0.0:7421", "--allow-remote"},
+       "listen (--listen): host \"0.0.0.0\" is not loopback and TLS is off"},
+      {{"--tls-cert", "/c.pem"}, "tls_key (--tls-key)"},
+      {{"--tls-key", "/k.pem"}, "tls_cert (--tls-cert)"},
+      {{"--tls-client-ca", "/ca.pem"}, "tls_client_ca (--tls-client-ca)"},
+      {{"--listen", "", "--unix-socket", "/r.sock", "--tls-cert", "/c.pem",
+        "--tls-key", "/k.pem"},
+       "tls_cert (--tls-cert)"},
+      {{"--metrics-address", "0.0.0.0"}, "metrics_address (--metrics-address)"},
+      {{"--metrics-address", "example.com"}, "metrics_address"},
   };
   for (const Case& c : cases) {
     INFO(c.args[0] << " " << c.args[1]);
@@ -128,12 +140,45 @@ TEST_CASE("validation names the field and its flag") {
     INFO(Message(s));
     REQUIRE(Message(s).rfind(c.field, 0) == 0);
   }
-  auto open = Resolve({"--listen", "0.0.0.0:7421", "--allow-non-loopback"});
+  auto open =
+      Resolve({"--listen", "0.0.0.0:7421", "--allow-remote", "--tls-cert",
+               "/c.pem", "--tls-key", "/k.pem", "--metrics-address", "::"});
   REQUIRE(ValidateDaemonConfig(*open, kSolvers).ok());
+  auto tls_loopback = Resolve({"--tls-cert", "/c.pem", "--tls-key", "/k.pem",
+                               "--tls-client-ca", "/ca.pem"});
+  REQUIRE(ValidateDaemonConfig(*tls_loopback, kSolvers).ok());
+  auto off = Resolve({"--metrics-port", "-1", "--metrics-address", "0.0.0.0"});
+  REQUIRE(ValidateDaemonConfig(*off, kSolvers).ok());  // not bound at all
   auto unix_only =
       Resolve({"--listen", "", "--unix-socket", "unix:/run/r.sock"});
   REQUIRE(ValidateDaemonConfig(*unix_only, kSolvers).ok());
   REQUIRE(UnixSocketTarget("/run/r.sock") == "unix:/run/r.sock");
+}
+
+TEST_CASE("the former allow_non_loopback is read as allow_remote") {
+  auto c = Resolve({"--config", WriteTemp(R"({"allow_non_loopback": true})")});
+  REQUIRE(c.ok());
+  REQUIRE(c->allow_remote());
+  REQUIRE_FALSE(c->has_allow_non_loopback());
+  // The rule is allow_remote's: a remote listen still needs TLS.
+  c->set_listen("0.0.0.0:7421");
+  REQUIRE(Message(ValidateDaemonConfig(*c, kSolvers)).find("TLS is off") !=
+          std::string::npos);
+}
+
+TEST_CASE("socket modes are octal permission bits") {
+  uint32_t mode = 0;
+  REQUIRE(ParseSocketMode("0660", &mode));
+  REQUIRE(mode == 0660);
+  REQUIRE(ParseSocketMode("600", &mode));
+  REQUIRE(mode == 0600);
+  REQUIRE(ParseSocketMode("0", &mode));
+  REQUIRE(mode == 0);
+  for (const char* bad : {"", "0x1b4", "660a", "8", "1777", "07777", "-660"}) {
+    INFO(bad);
+    REQUIRE_FALSE(ParseSocketMode(bad, &mode));
+  }
+  REQUIRE(DefaultDaemonConfig().unix_socket_mode() == "0660");
 }
 
 TEST_CASE("loopback hosts") {

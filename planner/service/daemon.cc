@@ -12,12 +12,15 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "planner/service/config.h"
 #include "planner/service/logging.h"
+#include "planner/service/unix_socket.h"
 #include "proto/wal.pb.h"
 
 namespace remat {
@@ -45,6 +48,44 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
         plugins->end());
   }
 };
+
+// The contents of a PEM file named by a config field.
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* field,
+                                    const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, " (", flag, "): cannot read \"", path, "\""));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, " (", flag, "): \"", path, "\" holds no PEM block"));
+  }
+  return ss.str();
+}
+
+// TLS for the TCP listen address; plaintext when tls_cert is not set.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
+    const v1::DaemonConfig& c) {
+  if (c.tls_cert().empty()) return grpc::InsecureServerCredentials();
+  auto cert = ReadPem(c.tls_cert(), "tls_cert", "--tls-cert");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem(c.tls_key(), "tls_key", "--tls-key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions options(
+      c.tls_client_ca().empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  if (!c.tls_client_ca().empty()) {
+    auto ca = ReadPem(c.tls_client_ca(), "tls_client_ca", "--tls-client-ca");
+    if (!ca.ok()) return ca.status();
+    options.pem_root_certs = *std::move(ca);
+  }
+  options.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  return grpc::SslServerCredentials(options);
+}
 
 ServiceLimits ToLimits(const v1::DaemonConfig& c) {
   ServiceLimits l;
@@ -118,19 +159,67 @@ absl::Status Daemon::Start() {
   health_.SetServingStatus("", false);
   health_.SetServingStatus(kPlannerServiceName, false);
   if (!config_.listen().empty()) {
-    builder.AddListeningPort(config_.listen(),
-                             grpc::InsecureServerCredentials(), &grpc_port_);
+    auto credentials = TcpCredentials(config_);
+    if (!credentials.ok()) return credentials.status();
+    builder.AddListeningPort(config_.listen(), *credentials, &grpc_port_);
   }
-  if (!config_.unix_socket().empty()) {
+  // The unix socket is plaintext: its mode and directory decide who may
+  // connect.
+  const std::string socket_path =
+      config_.unix_socket().empty()
+          ? ""
+          : UnixSocketTarget(config_.unix_socket()).substr(5);
+  uint32_t socket_mode = 0;
+  if (!socket_path.empty()) {
+    if (!ParseSocketMode(config_.unix_socket_mode(), &socket_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unix_socket_mode (--unix-socket-mode): \"",
+          config_.unix_socket_mode(), "\" is not octal permission bits"));
+    }
+    bool removed_stale = false;
+    if (auto s = PrepareUnixSocketPath(socket_path, &removed_stale); !s.ok()) {
+      return s;
+    }
+    if (removed_stale) {
+      LogEvent(spdlog::level::warn, "stale_socket_removed",
+               {{"path", socket_path}});
+    }
     builder.AddListeningPort(UnixSocketTarget(config_.unix_socket()),
                              grpc::InsecureServerCredentials());
   }
   queue_ = std::make_unique<ServingQueue>(builder.AddCompletionQueue());
-  server_ = builder.BuildAndStart();
+  {
+    // gRPC creates the socket file in bind() during BuildAndStart, with mode
+    // 0777 & ~umask. Setting the umask around it gives the socket its mode
+    // from its first moment; a chmod afterwards would leave a window in
+    // which the socket carries the looser umask-derived mode (0777 under
+    // umask 0), and a client that connected then would stay connected.
+    // The umask is per process, but no other rematd thread creates files
+    // now: the log is open already, and the workers and the metrics server
+    // start later.
+    std::optional<ScopedUmask> umask;
+    if (!socket_path.empty()) umask.emplace(~socket_mode & 0777);
+    server_ = builder.BuildAndStart();
+  }
   if (server_ == nullptr || (!config_.listen().empty() && grpc_port_ == 0)) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve on listen=\"", config_.listen(), "\" unix_socket=\"",
-        config_.unix_socket(), "\" (in use, or no permission)"));
+        config_.unix_socket(),
+        "\" (in use, no permission, or TLS files gRPC cannot use)"));
+  }
+  if (!socket_path.empty()) {
+    struct stat st;
+    if (::lstat(socket_path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+      return absl::InternalError(absl::StrCat(
+          "unix_socket (--unix-socket): \"", socket_path,
+          "\" is not there after binding"));
+    }
+    if ((st.st_mode & 0777) != socket_mode &&
+        ::chmod(socket_path.c_str(), socket_mode) != 0) {
+      return absl::InternalError(absl::StrCat(
+          "unix_socket_mode (--unix-socket-mode): cannot chmod \"",
+          socket_path, "\""));
+    }
   }
   workers_ = std::make_unique<WorkerPool>(config_.worker_threads());
   ServePlanner();
@@ -143,7 +232,11 @@ absl::Status Daemon::Start() {
   if (config_.metrics_port() >= 0) {
     http_ = std::make_unique<HttpServer>(
         [this](const std::string& path) { return HandleHttp(path); });
-    if (auto s = http_->Start(config_.metrics_port()); !s.ok()) return s;
+    if (auto s = http_->Start(config_.metrics_address(),
+                              config_.metrics_port());
+        !s.ok()) {
+      return s;
+    }
     metrics_port_ = http_->port();
   }
 
@@ -159,7 +252,14 @@ absl::Status Daemon::Start() {
         size_t n = 0;
         v1::WalRecord merged;
         merged.mutable_samples()->set_model(records[i].samples().model());
+        // Only batches that fitted every sample merge: a recorded verdict
+        // applies to its own batch.
+        auto plain = [](const v1::WalRecord& r) {
+          return r.verdict().quarantined_size() == 0 &&
+                 !r.verdict().release_quarantine();
+        };
         while (j < records.size() && records[j].has_samples() &&
+               plain(records[j]) &&
                records[j].samples().model() == records[i].samples().model() &&
                n + records[j].samples().samples_size() <= kReplayBatchSamples) {
           for (const auto& s : records[j].samples().samples()) {
@@ -216,7 +316,11 @@ absl::Status Daemon::Start() {
   LogEvent(spdlog::level::info, "serving",
            {{"listen", config_.listen()},
             {"grpc_port", grpc_port_},
+            {"tls", !config_.tls_cert().empty()},
+            {"client_certificates", !config_.tls_client_ca().empty()},
             {"unix_socket", config_.unix_socket()},
+            {"unix_socket_mode", config_.unix_socket_mode()},
+            {"metrics_address", config_.metrics_address()},
             {"metrics_port", metrics_port_},
             {"state_dir", config_.state_dir()}});
   return absl::OkStatus();

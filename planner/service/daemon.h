@@ -3,9 +3,11 @@
 // the start and shutdown sequences. rematd_main.cc adds flags and signals;
 // benchmarks embed it directly.
 //
-// Start: bind every endpoint, health NOT_SERVING -> replay the log into the
-// core (refits; a torn or corrupt tail is cut off with a warning) -> health
-// SERVING -> write the port file.
+// Start: bind every endpoint (TCP over TLS when tls_cert is set; the unix
+// socket after its directory is checked and a stale socket removed, with
+// unix_socket_mode from the start: see unix_socket.h), health NOT_SERVING
+// -> replay the log into the core (refits; a torn or corrupt tail is cut
+// off with a warning) -> health SERVING -> write the port file.
 // Shutdown: health NOT_SERVING -> stop accepting, give in-flight calls up to
 // grace_seconds -> stop metrics. Every acknowledged write is already synced,
 // so there is nothing left to flush.

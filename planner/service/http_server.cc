@@ -69,33 +69,50 @@ HttpServer::HttpServer(Handler handler) : handler_(std::move(handler)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
-absl::Status HttpServer::Start(int port) {
+absl::Status HttpServer::Start(const std::string& address, int port) {
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics_port: ", port, " is not a TCP port"));
   }
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Numeric addresses only: a name that resolves somewhere else must not
+  // decide what the port is open to.
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  const std::string host = address == "localhost" ? "127.0.0.1" : address;
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(static_cast<uint16_t>(port));
+    addr_len = sizeof(sockaddr_in);
+  } else if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(static_cast<uint16_t>(port));
+    addr_len = sizeof(sockaddr_in6);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics_address: \"", address, "\" is not an IP address"));
+  }
+  const std::string where = addr.ss_family == AF_INET6
+                                ? absl::StrCat("[", host, "]:", port)
+                                : absl::StrCat(host, ":", port);
+  listen_fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) {
     return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
   }
   int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
-          0 ||
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), addr_len) != 0 ||
       ::listen(listen_fd_, 16) != 0) {
     const std::string err = std::strerror(errno);
     ::close(listen_fd_);
     listen_fd_ = -1;
-    return absl::InternalError(absl::StrCat(
-        "metrics_port: cannot listen on 127.0.0.1:", port, ": ", err));
+    return absl::InternalError(
+        absl::StrCat("metrics_port: cannot listen on ", where, ": ", err));
   }
   socklen_t len = sizeof(addr);
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  port_ = ntohs(addr.ss_family == AF_INET6 ? a6->sin6_port : a4->sin_port);
   if (::pipe2(wake_pipe_, O_CLOEXEC) != 0) {
     ::close(listen_fd_);
     listen_fd_ = -1;

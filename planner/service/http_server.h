@@ -1,5 +1,5 @@
-// A tiny HTTP/1.0 server for /metrics and /healthz: loopback only, one
-// thread, one connection at a time, GET only, bounded request size, and a
+// A tiny HTTP/1.0 server for /metrics and /healthz: loopback by default
+// (the daemon binds another address only with allow_remote), one thread, one connection at a time, GET only, bounded request size, and a
 // read timeout so a silent client cannot hold it. Anything it does not
 // serve gets 404 (unknown path), 405 (not GET), 400 (malformed) or 413
 // (request header over the limit).
@@ -37,9 +37,13 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds 127.0.0.1:port (0 picks a free port) and starts serving.
-  // INTERNAL naming the port when it cannot bind.
-  absl::Status Start(int port);
+  // Binds address:port (0 picks a free port) and starts serving. `address`
+  // is an IPv4 or IPv6 literal or "localhost" (127.0.0.1); the caller
+  // decides whether a non-loopback one is allowed. INVALID_ARGUMENT for
+  // another address; INTERNAL naming the address when it cannot bind.
+  absl::Status Start(const std::string& address, int port);
+  // Start("127.0.0.1", port).
+  absl::Status Start(int port) { return Start("127.0.0.1", port); }
   // The bound port; valid after Start succeeded.
   int port() const { return port_; }
   // Stops accepting and joins the thread. Idempotent.
