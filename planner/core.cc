@@ -26,6 +26,36 @@ bool SameShape(const ModelSpec& a, const ModelSpec& b) {
   return true;
 }
 
+// Everything ReportOutcome needs to hold before it changes anything: after
+// this, calibration cannot refuse the report.
+absl::Status ValidateOutcome(const ModelSpec& spec, const Outcome& outcome) {
+  if (auto s = ValidateFeatures(spec, outcome.features); !s.ok()) return s;
+  if (outcome.actions.size() != spec.blocks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "actions: has ", outcome.actions.size(), " entries; model \"",
+        spec.name, "\" has ", spec.blocks.size(), " blocks"));
+  }
+  for (size_t i = 0; i < outcome.actions.size(); ++i) {
+    const Action a = outcome.actions[i];
+    if (a != Action::kKeep && a != Action::kRecompute &&
+        a != Action::kOffload) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("actions[", i, "]: unknown action"));
+    }
+  }
+  if (outcome.measured_peak_bytes < 0 ||
+      outcome.measured_peak_bytes > kMaxPeakBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("measured_peak_bytes: ", outcome.measured_peak_bytes,
+                     " is outside [0, 2^60]"));
+  }
+  if (outcome.step_ns < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step_ns: ", outcome.step_ns, " is outside [0, 2^63)"));
+  }
+  return absl::OkStatus();
+}
+
 // The plan that is always safe to run: every checkpointable block recomputed.
 std::shared_ptr<const Plan> SafePlan(const ModelSpec& spec,
                                      const std::string& reason) {
@@ -103,11 +133,7 @@ struct PlannerCore::Impl {
     if (auto s = ValidateFeatures(*out.model->spec, r.features); !s.ok()) {
       return s;
     }
-    if (r.budget_bytes <= 0) {
-      return absl::InvalidArgumentError(
-          "budget_bytes: must be positive (the device memory the step may "
-          "use)");
-    }
+    if (auto s = ValidateBudget(r.budget_bytes); !s.ok()) return s;
     out.solver_name = r.solver.empty() ? options.default_solver : r.solver;
     auto it = solvers.find(out.solver_name);
     if (it == solvers.end()) {
@@ -208,21 +234,30 @@ PlannerCore::PlannerCore(CoreOptions options)
 
 PlannerCore::~PlannerCore() = default;
 
-absl::Status PlannerCore::RegisterModel(const ModelSpec& spec) {
+absl::Status PlannerCore::RegisterModel(const ModelSpec& spec,
+                                        const CommitHook& commit) {
   if (auto s = ValidateModelSpec(spec); !s.ok()) return s;
-  std::unique_lock lock(impl_->models_mu);
-  auto it = impl_->models.find(spec.name);
-  if (it != impl_->models.end()) {
-    if (SameShape(*it->second->spec, spec)) return absl::OkStatus();
-    return absl::AlreadyExistsError(absl::StrCat(
-        "model: \"", spec.name,
-        "\" is registered with different blocks or features; register the "
-        "new shape under a new name"));
-  }
-  if (static_cast<int>(impl_->models.size()) >= impl_->options.max_models) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("model: at most ", impl_->options.max_models,
-                     " models may be registered"));
+  // Checked under the map's lock, committed outside it (a log sync must not
+  // hold every other call's lookups), then checked again on insert.
+  auto check = [&]() -> absl::Status {
+    auto it = impl_->models.find(spec.name);
+    if (it != impl_->models.end()) {
+      if (SameShape(*it->second->spec, spec)) return absl::OkStatus();
+      return absl::AlreadyExistsError(absl::StrCat(
+          "model: \"", spec.name,
+          "\" is registered with different blocks or features; register the "
+          "new shape under a new name"));
+    }
+    if (static_cast<int>(impl_->models.size()) >= impl_->options.max_models) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("model: at most ", impl_->options.max_models,
+                       " models may be registered"));
+    }
+    return absl::NotFoundError("");  // not registered: go on
+  };
+  {
+    std::shared_lock lock(impl_->models_mu);
+    if (absl::Status s = check(); !absl::IsNotFound(s)) return s;
   }
   auto estimator = impl_->NewEstimator(spec);
   if (!estimator.ok()) return estimator.status();
@@ -235,34 +270,67 @@ absl::Status PlannerCore::RegisterModel(const ModelSpec& spec) {
                                      ? g->second
                                      : impl_->options.default_granularity);
   }
+  if (commit) {
+    if (auto s = commit(); !s.ok()) return s;
+  }
+  std::unique_lock lock(impl_->models_mu);
+  // A concurrent registration of the same name may have won: the same shape
+  // is then this one's too.
+  if (absl::Status s = check(); !absl::IsNotFound(s)) return s;
   impl_->models.emplace(spec.name, std::move(model));
   return absl::OkStatus();
 }
 
 absl::Status PlannerCore::AddSamples(const std::string& model,
-                                     const std::vector<Sample>& samples) {
+                                     const std::vector<Sample>& samples,
+                                     const AddSamplesOptions& options) {
+  if (options.quarantined != nullptr) *options.quarantined = 0;
   auto m = impl_->Find(model);
   if (!m.ok()) return m.status();
-  std::lock_guard lock((*m)->mu);
+  Impl::Model& found = **m;
+  std::lock_guard lock(found.mu);
   const size_t limit = impl_->options.max_samples_per_model;
-  if ((*m)->estimator->num_samples() + samples.size() > limit) {
+  const size_t held =
+      found.estimator->num_samples() + found.estimator->num_quarantined();
+  if (held + samples.size() > limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "samples: model \"", model, "\" would exceed ", limit,
         " samples; it already has plenty to fit on"));
   }
-  if (auto s = (*m)->estimator->AddSamples(samples); !s.ok()) return s;
+  // Judge validates every sample; past it, nothing can fail on this batch
+  // (a valid sample's peak is a valid report).
+  absl::StatusOr<SampleVerdict> verdict;
+  if (options.verdict != nullptr) {
+    verdict = *options.verdict;
+  } else {
+    verdict = found.estimator->Judge(samples);
+  }
+  if (!verdict.ok()) return verdict.status();
+  if (options.commit) {
+    if (auto s = options.commit(*verdict); !s.ok()) return s;
+  }
+  if (auto s = found.estimator->AddSamples(samples, *verdict); !s.ok()) {
+    return s;
+  }
   // A sample's measured step peak ran the safe plan (that is how samples
   // are collected): it calibrates the memory model like an outcome does,
   // so the first real plan already accounts for what the model misses.
-  const std::vector<Action> safe = SafeActions(*(*m)->spec);
-  for (const Sample& sample : samples) {
+  const std::vector<Action> safe = SafeActions(*found.spec);
+  size_t quarantined = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& sample = samples[i];
+    if (!verdict->quarantined.empty() && verdict->quarantined[i]) {
+      ++quarantined;
+      continue;
+    }
     if (!sample.peak_bytes || *sample.peak_bytes == 0) continue;
-    if (auto s = (*m)->estimator->ReportPeak(sample.features, safe,
-                                            *sample.peak_bytes);
+    if (auto s = found.estimator->ReportPeak(sample.features, safe,
+                                             *sample.peak_bytes);
         !s.ok()) {
       return s;
     }
   }
+  if (options.quarantined != nullptr) *options.quarantined = quarantined;
   impl_->cache.InvalidateModel(model);
   return absl::OkStatus();
 }
@@ -314,23 +382,16 @@ absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
   return absl::OkStatus();
 }
 
-absl::Status PlannerCore::ReportOutcome(const Outcome& outcome) {
+absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
+                                       const CommitHook& commit) {
   auto found = impl_->Find(outcome.model);
   if (!found.ok()) return found.status();
   Impl::Model& m = **found;
-  if (auto s = ValidateFeatures(*m.spec, outcome.features); !s.ok()) return s;
-  if (outcome.actions.size() != m.spec->blocks.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "actions: has ", outcome.actions.size(), " entries; model \"",
-        outcome.model, "\" has ", m.spec->blocks.size(), " blocks"));
-  }
-  if (outcome.measured_peak_bytes < 0) {
-    return absl::InvalidArgumentError("measured_peak_bytes: must not be negative");
-  }
-  if (outcome.step_ns < 0) {
-    return absl::InvalidArgumentError("step_ns: must not be negative");
-  }
+  if (auto s = ValidateOutcome(*m.spec, outcome); !s.ok()) return s;
   std::lock_guard lock(m.mu);
+  if (commit) {
+    if (auto s = commit(); !s.ok()) return s;
+  }
   ++m.outcomes;
   if (outcome.out_of_memory) ++m.out_of_memory;
   if (m.estimator->num_samples() == 0 || outcome.measured_peak_bytes == 0) {
@@ -368,6 +429,7 @@ absl::StatusOr<ModelState> PlannerCore::GetModelState(
   ModelState state;
   state.spec = *m.spec;
   state.num_samples = m.estimator->num_samples();
+  state.num_quarantined = m.estimator->num_quarantined();
   if (state.num_samples > 0) {
     state.fit_quality = m.estimator->FitQuality();
     state.observed_range = m.estimator->ObservedRange();

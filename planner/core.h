@@ -10,6 +10,7 @@
 #define REMAT_PLANNER_CORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -73,11 +74,32 @@ struct Outcome {
 
 struct ModelState {
   ModelSpec spec;
-  size_t num_samples = 0;
+  size_t num_samples = 0;      // fitted
+  size_t num_quarantined = 0;  // held as outliers, not fitted
   std::vector<BlockFitQuality> fit_quality;
   std::vector<FeatureRange> observed_range;
   uint64_t outcomes = 0;
   uint64_t out_of_memory = 0;
+};
+
+// Called by a mutating call once the whole request is valid, before
+// anything changes. A non-OK status aborts the call with that status and
+// nothing changes. rematd writes its log here, so memory never holds what
+// the log lacks. AddSamples and ReportOutcome run it under the model's lock
+// (calls for the same model wait); RegisterModel outside every lock, so two
+// concurrent registrations of one new name may both commit (rematd
+// serialises registrations).
+using CommitHook = std::function<absl::Status()>;
+
+struct AddSamplesOptions {
+  // CommitHook that also gets the estimator's verdict on the batch: rematd
+  // logs it with the samples.
+  std::function<absl::Status(const SampleVerdict&)> commit;
+  // Replaying a log: apply this recorded verdict instead of judging the
+  // batch again, so the model is rebuilt exactly.
+  const SampleVerdict* verdict = nullptr;
+  // Out: how many of the batch's samples are held as outliers.
+  size_t* quarantined = nullptr;
 };
 
 // Thread-safe: every method may be called concurrently.
@@ -87,16 +109,22 @@ class PlannerCore {
   ~PlannerCore();
 
   // INVALID_ARGUMENT for a malformed spec; ALREADY_EXISTS when the name is
-  // registered with a different shape; OK (idempotent) for the same shape.
-  absl::Status RegisterModel(const ModelSpec& spec);
+  // registered with a different shape; OK (idempotent, `commit` not called)
+  // for the same shape; RESOURCE_EXHAUSTED past max_models.
+  absl::Status RegisterModel(const ModelSpec& spec,
+                             const CommitHook& commit = nullptr);
 
   // NOT_FOUND for an unknown model; INVALID_ARGUMENT naming the field
-  // ("samples[i]...."); all or nothing. Refits and invalidates the model's
-  // cached plans. A sample's peak_bytes is taken as measured under the safe
-  // plan (every checkpointable block recomputed) and feeds calibration.
+  // ("samples[i]...."); RESOURCE_EXHAUSTED past max_samples_per_model. All
+  // or nothing: the whole request is checked, and judged by the estimator
+  // (Estimator::Judge: which samples it holds as outliers), before anything
+  // changes. Then refits and invalidates the model's cached plans. A
+  // sample's peak_bytes is taken as measured under the safe plan (every
+  // checkpointable block recomputed) and feeds calibration, unless the
+  // sample is held as an outlier.
   absl::Status AddSamples(const std::string& model,
-                          const std::vector<Sample>& samples);
-
+                          const std::vector<Sample>& samples,
+                          const AddSamplesOptions& options = {});
   // NOT_FOUND, INVALID_ARGUMENT (features, budget, solver), or
   // RESOURCE_EXHAUSTED when no plan fits (exact and static_max), with the
   // smallest reachable peak in the message. The baseline solvers' plans are
@@ -119,8 +147,10 @@ class PlannerCore {
   // FAILED_PRECONDITION when the model has no samples yet. Never cached.
   absl::StatusOr<PlanResult> Explain(const PlanRequest& request);
 
-  // Feeds calibration. NOT_FOUND / INVALID_ARGUMENT.
-  absl::Status ReportOutcome(const Outcome& outcome);
+  // Feeds calibration. NOT_FOUND / INVALID_ARGUMENT (the whole outcome is
+  // checked before anything changes).
+  absl::Status ReportOutcome(const Outcome& outcome,
+                             const CommitHook& commit = nullptr);
   // Adds outcomes to the model's counters (ModelState) without feeding
   // calibration: what log compaction folded away. NOT_FOUND.
   absl::Status AddOutcomeCounts(const std::string& model, uint64_t outcomes,

@@ -36,7 +36,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,18 +48,13 @@
 namespace remat {
 namespace {
 
-using Json = nlohmann::json;
-
-constexpr char kFormat[] = "remat.estimator";
-constexpr int kFormatVersion = 1;
-
-// Predictions are clamped to [0, kMaxPredicted] (1 PB, or 11 days of
-// forward time): a runaway extrapolation must not overflow the int64 sums
-// of the memory model over kMaxBlocks blocks.
-constexpr double kMaxPredicted = 1e15;
-// Measured peaks above this are rejected (they cannot be real and would
-// overflow the calibrated sums).
-constexpr int64_t kMaxMeasuredPeakBytes = int64_t{1} << 60;
+// Predictions are clamped to [0, kMaxPredicted] so that the memory model's
+// int64 sums over kMaxBlocks blocks cannot overflow; a prediction that had
+// to be clamped makes the query untrusted (the caller collects), so the
+// clamp never under-predicts a plan.
+constexpr double kMaxPredicted = static_cast<double>(kMaxQuantity);
+// Calibration adds at most this much; more makes the query untrusted.
+constexpr double kMaxCalibrationBytes = static_cast<double>(kMaxPeakBytes);
 // More unknowns than this per quantity is a misconfiguration (degree too
 // high for the number of features), not a model.
 constexpr size_t kMaxMonomials = 256;
@@ -77,8 +71,20 @@ constexpr double kNoEvidenceRelativeSlack = 0.5;
 constexpr double kFloorFraction = 1e-3;
 // Term selection looks at this many rows (distinct feature vectors) at most.
 constexpr Eigen::Index kMaxSelectionRows = 48;
-// A measured peak 2^20 times the footprint is a broken report, not memory.
-constexpr double kMaxCalibrationFraction = 1 << 20;
+// Outliers (remat only). Once the fit can be trusted, a new sample whose
+// bytes disagree with the current fit's prediction by more than a factor of
+// kOutlierFactor (or kOutlierSpreads times the fit's own typical
+// leave-one-out error, when that is larger) is quarantined: kept and
+// counted, not fitted. Quarantined samples join the fit together once at
+// least kCorroboratingSamples of them, from two or more distinct feature
+// vectors, are explained by a fit over everything within the same
+// tolerance: a model that changed is learned again, one broken client's
+// reports are not.
+constexpr double kOutlierFactor = 2.0;
+constexpr double kOutlierSpreads = 8.0;
+constexpr size_t kCorroboratingSamples = 3;
+// Quarantine holds at most this many samples (the oldest leave first).
+constexpr size_t kMaxQuarantined = 1024;
 
 enum class Kind { kRemat, kMimose };
 
@@ -118,7 +124,19 @@ struct QuantityModel {
   double relative_slack = 0;
   double floor = 0;
   double loo_rel_rmse = std::numeric_limits<double>::quiet_NaN();
+  // Median leave-one-out relative error: the fit's typical miss, robust to
+  // a few bad rows (0 without evidence).
+  double loo_rel_median = 0;
+  bool observed = false;  // false: no sample had the quantity; predicts 0
 };
+
+// How far `measured` lies from `predicted`, as a log ratio with the
+// quantity's floor added to both (so near-zero values compare as equal).
+double LogMiss(double measured, double predicted, double floor) {
+  const double f = std::max(floor, 1.0);
+  return std::abs(std::log((std::max(measured, 0.0) + f) /
+                           (std::max(predicted, 0.0) + f)));
+}
 
 // The quantities of one block, in BlockMeasurement order.
 enum Quantity { kAct = 0, kInput = 1, kForward = 2, kNumQuantities = 3 };
@@ -156,16 +174,59 @@ class FittedEstimator final : public Estimator {
   const ModelSpec& model() const override { return model_; }
   size_t num_samples() const override { return samples_.size(); }
 
-  absl::Status AddSamples(const std::vector<Sample>& samples) override {
+  using Estimator::AddSamples;
+
+  absl::StatusOr<SampleVerdict> Judge(
+      const std::vector<Sample>& samples) const override {
     for (size_t i = 0; i < samples.size(); ++i) {
       absl::Status s = ValidateSample(model_, samples[i]);
       if (!s.ok()) return Prefixed(absl::StrCat("samples[", i, "]."), s);
     }
-    if (samples.empty()) return absl::OkStatus();
-    samples_.insert(samples_.end(), samples.begin(), samples.end());
+    SampleVerdict verdict;
+    // Judged against the fit from before this batch, so a batch cannot
+    // vouch for itself.
+    if (kind_ != Kind::kRemat || num_distinct_ < min_distinct_) return verdict;
+    verdict.quarantined.resize(samples.size());
+    size_t held = quarantine_.size();
+    for (size_t i = 0; i < samples.size(); ++i) {
+      verdict.quarantined[i] = IsOutlier(samples[i]);
+      held += verdict.quarantined[i];
+    }
+    if (held >= kCorroboratingSamples) {
+      // Would the held samples, with this batch, fit together with the
+      // rest? Tried on a copy: judging changes nothing.
+      FittedEstimator trial = *this;
+      trial.Store(samples, verdict);
+      verdict.release_quarantine = trial.QuarantineCorroborated();
+    }
+    return verdict;
+  }
+
+  absl::Status AddSamples(const std::vector<Sample>& samples,
+                          const SampleVerdict& verdict) override {
+    for (size_t i = 0; i < samples.size(); ++i) {
+      absl::Status s = ValidateSample(model_, samples[i]);
+      if (!s.ok()) return Prefixed(absl::StrCat("samples[", i, "]."), s);
+    }
+    if (!verdict.quarantined.empty() &&
+        verdict.quarantined.size() != samples.size()) {
+      return Invalid("verdict.quarantined",
+                     absl::StrCat("has ", verdict.quarantined.size(),
+                                  " flags for ", samples.size(), " samples"));
+    }
+    if (samples.empty() && !verdict.release_quarantine) {
+      return absl::OkStatus();
+    }
+    Store(samples, verdict);
+    if (verdict.release_quarantine) {
+      samples_.insert(samples_.end(), quarantine_.begin(), quarantine_.end());
+      quarantine_.clear();
+    }
     Refit();
     return absl::OkStatus();
   }
+
+  size_t num_quarantined() const override { return quarantine_.size(); }
 
   absl::StatusOr<Prediction> Predict(const Features& features) const override {
     if (absl::Status s = ValidateFeatures(model_, features); !s.ok()) return s;
@@ -185,9 +246,30 @@ class FittedEstimator final : public Estimator {
     p.base_bytes = Evaluate(base_model_, basis);
     double footprint_bytes = p.base_bytes.value;
     for (const BlockEstimate& b : p.blocks) footprint_bytes += b.act_bytes.value;
-    p.calibration_bytes = CalibrationBytes(footprint_bytes);
+    const double calibration = CalibrationBytes(footprint_bytes);
+    p.calibration_bytes =
+        static_cast<int64_t>(std::min(calibration, kMaxCalibrationBytes));
 
     std::vector<std::string> reasons;
+    // A clamped prediction would under-predict: not a number to plan on.
+    auto clamped = [&](const Estimate& e, const std::string& what) {
+      if (e.upper >= kMaxPredicted) {
+        reasons.push_back(absl::StrCat(
+            what, " is predicted beyond 2^48, the largest the planner "
+                  "represents"));
+      }
+    };
+    for (size_t b = 0; b < model_.blocks.size(); ++b) {
+      const std::string& name = model_.blocks[b].name;
+      clamped(p.blocks[b].act_bytes, absl::StrCat(name, ".act_bytes"));
+      clamped(p.blocks[b].input_bytes, absl::StrCat(name, ".input_bytes"));
+      clamped(p.blocks[b].forward_ns, absl::StrCat(name, ".forward_ns"));
+    }
+    clamped(p.base_bytes, "base_bytes");
+    if (calibration > kMaxCalibrationBytes) {
+      reasons.push_back(
+          "calibration from reported peaks exceeds 2^60 bytes for this batch");
+    }
     if (num_distinct_ < min_distinct_) {
       reasons.push_back(absl::StrCat(
           "only ", num_distinct_, " distinct feature vectors observed; ",
@@ -212,8 +294,7 @@ class FittedEstimator final : public Estimator {
   absl::Status ReportPeak(const Features& features,
                           const std::vector<Action>& actions,
                           int64_t measured_peak_bytes) override {
-    if (measured_peak_bytes < 0 ||
-        measured_peak_bytes > kMaxMeasuredPeakBytes) {
+    if (measured_peak_bytes < 0 || measured_peak_bytes > kMaxPeakBytes) {
       return Invalid(
           "measured_peak_bytes",
           absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
@@ -242,7 +323,8 @@ class FittedEstimator final : public Estimator {
     if (!peak.ok()) return peak.status();
     absl::StatusOr<double> footprint = FootprintBytes(features);
     if (!footprint.ok()) return footprint.status();
-    const double calibration = static_cast<double>(CalibrationBytes(*footprint));
+    const double calibration =
+        std::min(CalibrationBytes(*footprint), kMaxCalibrationBytes);
     peak->value += calibration;
     peak->upper += calibration;
     return peak;
@@ -267,50 +349,6 @@ class FittedEstimator final : public Estimator {
     return out;
   }
 
-  std::string Serialize() const override {
-    Json model = {{"name", model_.name},
-                  {"feature_names", model_.feature_names},
-                  {"blocks", Json::array()}};
-    for (const BlockSpec& b : model_.blocks) {
-      model["blocks"].push_back(
-          {{"name", b.name}, {"checkpointable", b.checkpointable}});
-    }
-    Json samples = Json::array();
-    for (const Sample& s : samples_) {
-      Json blocks = Json::array();
-      for (const BlockMeasurement& m : s.blocks) {
-        blocks.push_back({m.act_bytes, m.input_bytes, m.forward_ns});
-      }
-      Json js = {{"features", s.features}, {"blocks", std::move(blocks)}};
-      if (s.base_bytes) js["base_bytes"] = *s.base_bytes;
-      if (s.peak_bytes) js["peak_bytes"] = *s.peak_bytes;
-      samples.push_back(std::move(js));
-    }
-    Json out = {
-        {"format", kFormat},
-        {"version", kFormatVersion},
-        {"kind", KindName(kind_)},
-        {"model", std::move(model)},
-        {"options",
-         {{"degree", options_.degree},
-          {"extrapolation_factor", options_.extrapolation_factor},
-          {"min_distinct_samples", options_.min_distinct_samples}}},
-        {"samples", std::move(samples)},
-        {"calibration_fraction", calibration_fraction_},
-        {"recent_shortfall_fractions",
-         std::vector<double>(recent_shortfall_fractions_.begin(),
-                             recent_shortfall_fractions_.end())},
-    };
-    return out.dump();
-  }
-
-  // Restores calibration state (deserialisation). Values already validated.
-  void RestoreCalibration(double calibration_fraction,
-                          std::vector<double> recent) {
-    calibration_fraction_ = calibration_fraction;
-    recent_shortfall_fractions_.assign(recent.begin(), recent.end());
-  }
-
   // The keep-all point footprint for `features`: base plus every block's
   // activations. Calibration scales with it. At least 1 byte.
   absl::StatusOr<double> FootprintBytes(const Features& features) const {
@@ -320,12 +358,74 @@ class FittedEstimator final : public Estimator {
     return std::max(1.0, keep_all->value);
   }
 
-  int64_t CalibrationBytes(double footprint_bytes) const {
-    return static_cast<int64_t>(std::ceil(calibration_fraction_ *
-                                          std::max(1.0, footprint_bytes)));
+  // In double: a large fraction times a large footprint may exceed int64.
+  double CalibrationBytes(double footprint_bytes) const {
+    return std::ceil(calibration_fraction_ * std::max(1.0, footprint_bytes));
   }
 
  private:
+  // The largest miss a sample may show against the fit of `m` before it
+  // counts as an outlier, as a log ratio.
+  static double Tolerance(const QuantityModel& m) {
+    return std::max(std::log(kOutlierFactor),
+                    std::log1p(kOutlierSpreads * m.loo_rel_median));
+  }
+
+  // Whether any of the sample's byte quantities (time is too noisy to
+  // judge by) misses the current fit by more than its tolerance.
+  bool IsOutlier(const Sample& sample) const {
+    const Eigen::VectorXd basis = Basis(sample.features);
+    auto misses = [&](const QuantityModel& m, double measured) {
+      if (!m.observed) return false;
+      return LogMiss(measured, Evaluate(m, basis).value, m.floor) >
+             Tolerance(m);
+    };
+    for (size_t b = 0; b < model_.blocks.size(); ++b) {
+      const BlockMeasurement& x = sample.blocks[b];
+      if (misses(block_models_[b][kAct], static_cast<double>(x.act_bytes)) ||
+          misses(block_models_[b][kInput],
+                 static_cast<double>(x.input_bytes))) {
+        return true;
+      }
+    }
+    return sample.base_bytes &&
+           misses(base_model_, static_cast<double>(*sample.base_bytes));
+  }
+
+  // Appends the batch to the fitted samples or to quarantine as `verdict`
+  // says (oldest held samples leave past kMaxQuarantined), without
+  // refitting.
+  void Store(const std::vector<Sample>& samples, const SampleVerdict& verdict) {
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if (!verdict.quarantined.empty() && verdict.quarantined[i]) {
+        quarantine_.push_back(samples[i]);
+        if (quarantine_.size() > kMaxQuarantined) quarantine_.pop_front();
+      } else {
+        samples_.push_back(samples[i]);
+      }
+    }
+  }
+
+  // Fits everything, quarantine included (the order AddSamples would use
+  // when releasing it), and says whether that fit explains every sample
+  // within tolerance, with the held ones from two or more distinct feature
+  // vectors: then they corroborate each other. Leaves this estimator refit
+  // on everything: call it on a copy.
+  bool QuarantineCorroborated() {
+    std::map<Features, int> distinct;
+    for (const Sample& q : quarantine_) distinct[q.features] = 1;
+    if (quarantine_.size() < kCorroboratingSamples || distinct.size() < 2) {
+      return false;
+    }
+    samples_.insert(samples_.end(), quarantine_.begin(), quarantine_.end());
+    quarantine_.clear();
+    Refit();
+    for (const Sample& s : samples_) {
+      if (IsOutlier(s)) return false;
+    }
+    return true;
+  }
+
   // The basis functions evaluated at `f`, with the scales of the last fit.
   Eigen::VectorXd Basis(const Features& f) const {
     Eigen::VectorXd out(num_terms_);
@@ -421,6 +521,7 @@ class FittedEstimator final : public Estimator {
     for (size_t k = 0; k < ys.size(); ++k) {
       QuantityModel& m = out[k];
       if (n == 0) continue;  // never observed: predicts 0
+      m.observed = true;
       const double y_max = ys[k].maxCoeff();
       if (!(y_max > 0)) {  // always 0
         m.relative_slack = kMinRelativeSlack;
@@ -521,6 +622,7 @@ class FittedEstimator final : public Estimator {
     // bounds a new one with probability >= 1 - alpha (the jackknife form of
     // conformal prediction); below 1/alpha - 1 rows that is the largest.
     std::sort(errors.begin(), errors.end());
+    m->loo_rel_median = errors[errors.size() / 2];
     const double n = static_cast<double>(errors.size());
     const size_t rank =
         static_cast<size_t>(std::ceil((1 - kBoundMissProbability) * (n + 1)));
@@ -631,7 +733,8 @@ class FittedEstimator final : public Estimator {
   size_t num_terms_ = 0;
   size_t min_distinct_ = 0;
 
-  std::vector<Sample> samples_;
+  std::vector<Sample> samples_;     // fitted
+  std::deque<Sample> quarantine_;  // kept, not fitted (outliers)
   double calibration_fraction_ = 0;
   std::deque<double> recent_shortfall_fractions_;
 
@@ -685,240 +788,6 @@ absl::StatusOr<std::unique_ptr<FittedEstimator>> NewFitted(
   return std::make_unique<FittedEstimator>(kind, model, options);
 }
 
-// Deserialisation helpers: each names the field it reads.
-
-absl::Status Missing(const std::string& field, const std::string& type) {
-  return Invalid(absl::StrCat("estimator text field \"", field, "\""),
-                 absl::StrCat("missing or not ", type));
-}
-
-absl::StatusOr<const Json*> Field(const Json& obj, const std::string& key,
-                                  const std::string& path) {
-  if (!obj.is_object() || !obj.contains(key)) return Missing(path, "present");
-  return &obj.at(key);
-}
-
-absl::StatusOr<int64_t> GetInt(const Json& j, const std::string& path) {
-  if (!j.is_number_integer()) return Missing(path, "an integer");
-  if (j.is_number_unsigned() &&
-      j.get<uint64_t>() >
-          static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return Missing(path, "an integer within int64");
-  }
-  return j.get<int64_t>();
-}
-
-absl::StatusOr<double> GetDouble(const Json& j, const std::string& path) {
-  if (!j.is_number()) return Missing(path, "a number");
-  return j.get<double>();
-}
-
-absl::StatusOr<std::string> GetString(const Json& j, const std::string& path) {
-  if (!j.is_string()) return Missing(path, "a string");
-  return j.get<std::string>();
-}
-
-absl::StatusOr<std::unique_ptr<Estimator>> Deserialize(const Json& root) {
-  if (!root.is_object()) return Missing("(root)", "an object");
-  auto format = Field(root, "format", "format");
-  if (!format.ok()) return format.status();
-  auto format_name = GetString(**format, "format");
-  if (!format_name.ok()) return format_name.status();
-  if (*format_name != kFormat) {
-    return Invalid(
-        "estimator text field \"format\"",
-        absl::StrCat("is \"", *format_name, "\", expected \"", kFormat, "\""));
-  }
-  auto version_field = Field(root, "version", "version");
-  if (!version_field.ok()) return version_field.status();
-  auto version = GetInt(**version_field, "version");
-  if (!version.ok()) return version.status();
-  if (*version != kFormatVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("estimator text version ", *version,
-                     " is not supported (this build "
-                     "reads version ",
-                     kFormatVersion, ")"));
-  }
-
-  auto kind_field = Field(root, "kind", "kind");
-  if (!kind_field.ok()) return kind_field.status();
-  auto kind_name = GetString(**kind_field, "kind");
-  if (!kind_name.ok()) return kind_name.status();
-  Kind kind;
-  if (*kind_name == "remat") {
-    kind = Kind::kRemat;
-  } else if (*kind_name == "mimose") {
-    kind = Kind::kMimose;
-  } else {
-    return Invalid(
-        "estimator text field \"kind\"",
-        absl::StrCat("\"", *kind_name, "\" is not \"remat\" or \"mimose\""));
-  }
-
-  // model
-  auto model_json = Field(root, "model", "model");
-  if (!model_json.ok()) return model_json.status();
-  ModelSpec model;
-  {
-    auto name = Field(**model_json, "name", "model.name");
-    if (!name.ok()) return name.status();
-    auto s = GetString(**name, "model.name");
-    if (!s.ok()) return s.status();
-    model.name = *s;
-    auto features = Field(**model_json, "feature_names", "model.feature_names");
-    if (!features.ok()) return features.status();
-    if (!(*features)->is_array()) {
-      return Missing("model.feature_names", "an array");
-    }
-    for (size_t i = 0; i < (*features)->size(); ++i) {
-      auto f = GetString((**features)[i],
-                         absl::StrCat("model.feature_names[", i, "]"));
-      if (!f.ok()) return f.status();
-      model.feature_names.push_back(*f);
-    }
-    auto blocks = Field(**model_json, "blocks", "model.blocks");
-    if (!blocks.ok()) return blocks.status();
-    if (!(*blocks)->is_array()) return Missing("model.blocks", "an array");
-    for (size_t i = 0; i < (*blocks)->size(); ++i) {
-      const std::string path = absl::StrCat("model.blocks[", i, "]");
-      const Json& jb = (**blocks)[i];
-      auto bname = Field(jb, "name", path + ".name");
-      if (!bname.ok()) return bname.status();
-      auto bs = GetString(**bname, path + ".name");
-      if (!bs.ok()) return bs.status();
-      BlockSpec spec;
-      spec.name = *bs;
-      if (jb.contains("checkpointable")) {
-        if (!jb.at("checkpointable").is_boolean()) {
-          return Missing(path + ".checkpointable", "a boolean");
-        }
-        spec.checkpointable = jb.at("checkpointable").get<bool>();
-      }
-      model.blocks.push_back(std::move(spec));
-    }
-  }
-
-  // options
-  auto options_json = Field(root, "options", "options");
-  if (!options_json.ok()) return options_json.status();
-  EstimatorOptions options;
-  {
-    auto degree = Field(**options_json, "degree", "options.degree");
-    if (!degree.ok()) return degree.status();
-    auto d = GetInt(**degree, "options.degree");
-    if (!d.ok()) return d.status();
-    if (*d < 1 || *d > 4) {
-      return Invalid("options.degree", absl::StrCat(*d, " is outside [1, 4]"));
-    }
-    options.degree = static_cast<int>(*d);
-    auto factor = Field(**options_json, "extrapolation_factor",
-                        "options.extrapolation_factor");
-    if (!factor.ok()) return factor.status();
-    auto f = GetDouble(**factor, "options.extrapolation_factor");
-    if (!f.ok()) return f.status();
-    options.extrapolation_factor = *f;
-    auto distinct = Field(**options_json, "min_distinct_samples",
-                          "options.min_distinct_samples");
-    if (!distinct.ok()) return distinct.status();
-    auto md = GetInt(**distinct, "options.min_distinct_samples");
-    if (!md.ok()) return md.status();
-    if (*md < 0 || *md > std::numeric_limits<int>::max()) {
-      return Invalid("options.min_distinct_samples",
-                     absl::StrCat(*md, " is outside [0, 2^31)"));
-    }
-    options.min_distinct_samples = static_cast<int>(*md);
-  }
-
-  // samples
-  auto samples_json = Field(root, "samples", "samples");
-  if (!samples_json.ok()) return samples_json.status();
-  if (!(*samples_json)->is_array()) return Missing("samples", "an array");
-  std::vector<Sample> samples;
-  samples.reserve((*samples_json)->size());
-  for (size_t i = 0; i < (*samples_json)->size(); ++i) {
-    const std::string path = absl::StrCat("samples[", i, "]");
-    const Json& js = (**samples_json)[i];
-    Sample sample;
-    auto features = Field(js, "features", path + ".features");
-    if (!features.ok()) return features.status();
-    if (!(*features)->is_array())
-      return Missing(path + ".features", "an array");
-    for (size_t f = 0; f < (*features)->size(); ++f) {
-      auto v =
-          GetDouble((**features)[f], absl::StrCat(path, ".features[", f, "]"));
-      if (!v.ok()) return v.status();
-      sample.features.push_back(*v);
-    }
-    auto blocks = Field(js, "blocks", path + ".blocks");
-    if (!blocks.ok()) return blocks.status();
-    if (!(*blocks)->is_array()) return Missing(path + ".blocks", "an array");
-    for (size_t b = 0; b < (*blocks)->size(); ++b) {
-      const std::string bpath = absl::StrCat(path, ".blocks[", b, "]");
-      const Json& jb = (**blocks)[b];
-      if (!jb.is_array() || jb.size() != 3) {
-        return Missing(bpath, "an array [act_bytes, input_bytes, forward_ns]");
-      }
-      BlockMeasurement m;
-      auto a = GetInt(jb[0], bpath + "[0] (act_bytes)");
-      if (!a.ok()) return a.status();
-      auto x = GetInt(jb[1], bpath + "[1] (input_bytes)");
-      if (!x.ok()) return x.status();
-      auto c = GetInt(jb[2], bpath + "[2] (forward_ns)");
-      if (!c.ok()) return c.status();
-      m.act_bytes = *a;
-      m.input_bytes = *x;
-      m.forward_ns = *c;
-      sample.blocks.push_back(m);
-    }
-    for (const char* key : {"base_bytes", "peak_bytes"}) {
-      if (!js.contains(key)) continue;
-      auto v = GetInt(js.at(key), absl::StrCat(path, ".", key));
-      if (!v.ok()) return v.status();
-      (std::string(key) == "base_bytes" ? sample.base_bytes
-                                        : sample.peak_bytes) = *v;
-    }
-    samples.push_back(std::move(sample));
-  }
-
-  // calibration
-  auto cal_field = Field(root, "calibration_fraction", "calibration_fraction");
-  if (!cal_field.ok()) return cal_field.status();
-  auto calibration = GetDouble(**cal_field, "calibration_fraction");
-  if (!calibration.ok()) return calibration.status();
-  if (!(*calibration >= 0 && *calibration <= kMaxCalibrationFraction)) {
-    return Invalid("calibration_fraction",
-                   absl::StrCat(*calibration, " is outside [0, ",
-                                kMaxCalibrationFraction, "]"));
-  }
-  std::vector<double> recent;
-  if (root.contains("recent_shortfall_fractions")) {
-    const Json& jr = root.at("recent_shortfall_fractions");
-    if (!jr.is_array() || jr.size() > kCalibrationWindow) {
-      return Missing("recent_shortfall_fractions",
-                     absl::StrCat("an array of at most ", kCalibrationWindow,
-                                  " numbers"));
-    }
-    for (size_t i = 0; i < jr.size(); ++i) {
-      const std::string path =
-          absl::StrCat("recent_shortfall_fractions[", i, "]");
-      auto v = GetDouble(jr[i], path);
-      if (!v.ok()) return v.status();
-      if (!(*v >= 0 && *v <= kMaxCalibrationFraction)) {
-        return Invalid(path, absl::StrCat(*v, " is outside [0, ",
-                                          kMaxCalibrationFraction, "]"));
-      }
-      recent.push_back(*v);
-    }
-  }
-
-  auto estimator = NewFitted(kind, model, options);
-  if (!estimator.ok()) return estimator.status();
-  if (absl::Status s = (*estimator)->AddSamples(samples); !s.ok()) return s;
-  (*estimator)->RestoreCalibration(*calibration, std::move(recent));
-  return std::unique_ptr<Estimator>(std::move(*estimator));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Estimator>> NewRematEstimator(
@@ -935,23 +804,6 @@ absl::StatusOr<std::unique_ptr<Estimator>> NewMimoseEstimator(
   return std::unique_ptr<Estimator>(std::move(*e));
 }
 
-absl::StatusOr<std::unique_ptr<Estimator>> DeserializeEstimator(
-    const std::string& text) {
-  try {
-    Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded()) {
-      return absl::InvalidArgumentError(
-          "estimator text: not valid JSON (expected Serialize()'s output)");
-    }
-    return Deserialize(root);
-  } catch (const nlohmann::json::exception& e) {
-    // The checks above should leave nothing to throw; keep the promise that
-    // no exception escapes anyway.
-    return absl::InvalidArgumentError(
-        absl::StrCat("estimator text: malformed (", e.what(), ")"));
-  }
-}
-
 PlanProblem MakePlanProblem(const ModelSpec& model,
                             const Prediction& prediction, int64_t budget_bytes,
                             int64_t margin_bytes) {
@@ -961,7 +813,7 @@ PlanProblem MakePlanProblem(const ModelSpec& model,
   problem.base_bytes =
       CeilBytes(prediction.base_bytes.upper) +
       std::min(std::max<int64_t>(prediction.calibration_bytes, 0),
-               kMaxMeasuredPeakBytes);
+               kMaxPeakBytes);
   for (size_t b = 0; b < model.blocks.size(); ++b) {
     BlockCost cost;
     cost.name = model.blocks[b].name;

@@ -79,6 +79,15 @@ struct FeatureRange {
   double max = 0;
 };
 
+// What an estimator does with one batch of samples.
+struct SampleVerdict {
+  // One flag per sample (or empty: none): held as an outlier, not fitted.
+  std::vector<bool> quarantined;
+  // After this batch, everything in quarantine joins the fit (the held
+  // samples corroborate each other).
+  bool release_quarantine = false;
+};
+
 class Estimator {
  public:
   virtual ~Estimator() = default;
@@ -87,11 +96,32 @@ class Estimator {
   virtual std::string name() const = 0;
   virtual const ModelSpec& model() const = 0;
 
-  // Validates every sample, then stores all of them and refits. On error
-  // (INVALID_ARGUMENT naming the field, e.g. "samples[2].blocks[0].act_bytes")
-  // nothing is stored.
-  virtual absl::Status AddSamples(const std::vector<Sample>& samples) = 0;
+  // Judges a batch against the current fit without changing anything:
+  // validates every sample (INVALID_ARGUMENT naming the field, e.g.
+  // "samples[2].blocks[0].act_bytes") and says which the estimator would
+  // hold as outliers. The remat estimator quarantines: once its fit can be
+  // trusted, a sample whose bytes disagree with it far beyond the fit's own
+  // error is kept but not fitted until other samples corroborate it
+  // (estimator.cc says how far and how). Mimose's never does.
+  virtual absl::StatusOr<SampleVerdict> Judge(
+      const std::vector<Sample>& samples) const = 0;
+  // Stores the samples as `verdict` says and refits. The verdict is Judge's
+  // for this batch in this state, or one recorded from it (a replayed log
+  // then rebuilds the same model however its batches are grouped). An
+  // empty verdict.quarantined admits every sample. On error nothing is
+  // stored.
+  virtual absl::Status AddSamples(const std::vector<Sample>& samples,
+                                  const SampleVerdict& verdict) = 0;
+  // Judge, then AddSamples with its verdict.
+  absl::Status AddSamples(const std::vector<Sample>& samples) {
+    auto verdict = Judge(samples);
+    if (!verdict.ok()) return verdict.status();
+    return AddSamples(samples, *verdict);
+  }
+  // Samples fitted; quarantined ones are not counted.
   virtual size_t num_samples() const = 0;
+  // Samples held in quarantine now.
+  virtual size_t num_quarantined() const = 0;
 
   // INVALID_ARGUMENT for malformed features; FAILED_PRECONDITION when there
   // are no samples at all. Otherwise a prediction, trusted or not.
@@ -112,10 +142,6 @@ class Estimator {
 
   virtual std::vector<BlockFitQuality> FitQuality() const = 0;
   virtual std::vector<FeatureRange> ObservedRange() const = 0;
-
-  // A versioned, self-describing text form (model, options, samples,
-  // calibration) that DeserializeEstimator restores exactly.
-  virtual std::string Serialize() const = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Estimator>> NewRematEstimator(
@@ -126,11 +152,6 @@ absl::StatusOr<std::unique_ptr<Estimator>> NewRematEstimator(
 // features (e.g. batch*seq tokens). A baseline, not for production plans.
 absl::StatusOr<std::unique_ptr<Estimator>> NewMimoseEstimator(
     const ModelSpec& model, const EstimatorOptions& options = {});
-
-// Restores either kind from Serialize()'s output. INVALID_ARGUMENT on a
-// malformed text; FAILED_PRECONDITION on an unknown format version.
-absl::StatusOr<std::unique_ptr<Estimator>> DeserializeEstimator(
-    const std::string& text);
 
 // The problem a solver plans against for one batch: per-block upper bounds,
 // base upper bound plus calibration_bytes.

@@ -12,19 +12,67 @@ absl::Status Invalid(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
 
+// The number of code points of valid UTF-8 text, or nullopt when `text` is
+// not valid UTF-8 (overlong forms, surrogates and values past U+10FFFF
+// included).
+std::optional<size_t> Utf8Length(const std::string& text) {
+  size_t count = 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const unsigned char* end = p + text.size();
+  while (p < end) {
+    const unsigned char c = *p;
+    int extra = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      cp = c;
+    } else if ((c & 0xE0) == 0xC0) {
+      extra = 1, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      extra = 2, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      extra = 3, cp = c & 0x07;
+    } else {
+      return std::nullopt;
+    }
+    if (end - p <= extra) return std::nullopt;
+    for (int i = 1; i <= extra; ++i) {
+      if ((p[i] & 0xC0) != 0x80) return std::nullopt;
+      cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    static constexpr uint32_t kMinForLength[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[extra] || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return std::nullopt;
+    }
+    p += extra + 1;
+    ++count;
+  }
+  return count;
+}
+
 absl::Status ValidateName(const std::string& field, const std::string& name) {
   if (name.empty()) return Invalid(field, "must not be empty");
-  if (name.size() > kMaxNameLength) {
-    return Invalid(field, absl::StrCat("longer than ", kMaxNameLength,
-                                       " characters"));
+  const std::optional<size_t> length = Utf8Length(name);
+  if (!length) return Invalid(field, "must be valid UTF-8");
+  if (*length > kMaxNameLength) {
+    return Invalid(field, absl::StrCat(*length, " characters; at most ",
+                                       kMaxNameLength, " are allowed"));
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateBytes(const std::string& field,
-                           const std::optional<int64_t>& v) {
-  if (v && *v < 0) return Invalid(field, absl::StrCat("negative (", *v, ")"));
+absl::Status ValidateRange(const std::string& field, int64_t v, int64_t max,
+                           const char* max_text) {
+  if (v < 0 || v > max) {
+    return Invalid(field, absl::StrCat(v, " is outside [0, ", max_text, "]"));
+  }
   return absl::OkStatus();
+}
+
+absl::Status ValidateQuantity(const std::string& field,
+                              const std::optional<int64_t>& v) {
+  if (!v) return absl::OkStatus();
+  return ValidateRange(field, *v, kMaxQuantity, "2^48");
 }
 
 }  // namespace
@@ -74,8 +122,12 @@ absl::Status ValidateFeatures(const ModelSpec& model, const Features& features,
   for (size_t i = 0; i < features.size(); ++i) {
     const std::string f =
         absl::StrCat(field, "[", i, "] (", model.feature_names[i], ")");
-    if (!std::isfinite(features[i])) return Invalid(f, "must be finite");
-    if (features[i] < 0) return Invalid(f, "must not be negative");
+    // NaN fails both comparisons: it is out of range too.
+    if (!(features[i] >= 0 && features[i] <= kMaxFeatureValue)) {
+      return Invalid(f, absl::StrCat(features[i],
+                                     " is outside [0, 2^53]; features are "
+                                     "sizes (tokens, images, pixels)"));
+    }
   }
   return absl::OkStatus();
 }
@@ -91,16 +143,30 @@ absl::Status ValidateSample(const ModelSpec& model, const Sample& sample) {
   for (size_t i = 0; i < sample.blocks.size(); ++i) {
     const BlockMeasurement& b = sample.blocks[i];
     const std::string p = absl::StrCat("blocks[", i, "].");
-    if (auto s = ValidateBytes(p + "act_bytes", b.act_bytes); !s.ok()) return s;
-    if (auto s = ValidateBytes(p + "input_bytes", b.input_bytes); !s.ok()) {
+    if (auto s = ValidateQuantity(p + "act_bytes", b.act_bytes); !s.ok()) {
       return s;
     }
-    if (auto s = ValidateBytes(p + "forward_ns", b.forward_ns); !s.ok()) {
+    if (auto s = ValidateQuantity(p + "input_bytes", b.input_bytes); !s.ok()) {
+      return s;
+    }
+    if (auto s = ValidateQuantity(p + "forward_ns", b.forward_ns); !s.ok()) {
       return s;
     }
   }
-  if (auto s = ValidateBytes("base_bytes", sample.base_bytes); !s.ok()) return s;
-  return ValidateBytes("peak_bytes", sample.peak_bytes);
+  if (auto s = ValidateQuantity("base_bytes", sample.base_bytes); !s.ok()) {
+    return s;
+  }
+  if (!sample.peak_bytes) return absl::OkStatus();
+  return ValidateRange("peak_bytes", *sample.peak_bytes, kMaxPeakBytes, "2^60");
+}
+
+absl::Status ValidateBudget(int64_t bytes, const std::string& field) {
+  if (bytes <= 0 || bytes > kMaxPeakBytes) {
+    return Invalid(field, absl::StrCat(bytes,
+                                       " is outside (0, 2^60]; the device "
+                                       "memory the step may use"));
+  }
+  return absl::OkStatus();
 }
 
 std::optional<int> FeatureIndex(const ModelSpec& model,

@@ -51,19 +51,40 @@ struct Sample {
 // Limits that keep one bad request from exhausting memory.
 inline constexpr int kMaxBlocks = 4096;
 inline constexpr int kMaxFeatures = 16;
+// Names are 1..256 characters (Unicode code points of valid UTF-8).
 inline constexpr size_t kMaxNameLength = 256;
+
+// Ranges of every quantity the planner accepts. They are chosen so that no
+// sum the memory model forms can overflow int64 and every value is exact in
+// a double; a value outside its range is an error naming the field and the
+// range, never clamped (clamping could under-predict a peak).
+//
+// A feature is a size (tokens, images, pixels): [0, 2^53].
+inline constexpr double kMaxFeatureValue = 9007199254740992.0;  // 2^53
+// A block's bytes or forward time, and the base: [0, 2^48] (256 TiB, or 78
+// hours). kMaxBlocks blocks of 2^48 bytes sum to 2^60.
+inline constexpr int64_t kMaxQuantity = int64_t{1} << 48;
+// A measured step peak and a budget: [0, 2^60] (1 EiB).
+inline constexpr int64_t kMaxPeakBytes = int64_t{1} << 60;
 
 // OK, or INVALID_ARGUMENT naming the offending field (e.g. "blocks[3].name").
 absl::Status ValidateModelSpec(const ModelSpec& model);
 
-// OK when `features` has one finite, non-negative value per feature of
+// OK when `features` has one value in [0, kMaxFeatureValue] per feature of
 // `model`; else INVALID_ARGUMENT naming the field (prefix + "[i]").
 absl::Status ValidateFeatures(const ModelSpec& model, const Features& features,
                               const std::string& field = "features");
 
 // OK when the sample matches `model` (feature and block counts) and every
-// value is finite and non-negative; else INVALID_ARGUMENT naming the field.
+// value lies in its range (features: ValidateFeatures; block quantities and
+// base_bytes: [0, kMaxQuantity]; peak_bytes: [0, kMaxPeakBytes]); else
+// INVALID_ARGUMENT naming the field and the range.
 absl::Status ValidateSample(const ModelSpec& model, const Sample& sample);
+
+// OK when `bytes` is in (0, kMaxPeakBytes]; else INVALID_ARGUMENT naming
+// `field` and the range.
+absl::Status ValidateBudget(int64_t bytes, const std::string& field =
+                                               "budget_bytes");
 
 // Index of `feature` in model.feature_names, or nullopt.
 std::optional<int> FeatureIndex(const ModelSpec& model,

@@ -284,6 +284,10 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
           break;
       }
     }
+    // The cells parsed; now the ranges every sample must keep (model.h).
+    if (absl::Status s = ValidateSample(trace.model, sample); !s.ok()) {
+      return error(line_no, std::string(s.message()));
+    }
     trace.samples.push_back(std::move(sample));
   }
   if (in.bad()) {

@@ -272,11 +272,38 @@ void OutcomeToProto(const ModelSpec& spec, const Outcome& outcome,
   proto->set_out_of_memory(outcome.out_of_memory);
 }
 
+void VerdictToProto(const SampleVerdict& verdict, v1::SampleVerdict* proto) {
+  proto->Clear();
+  for (size_t i = 0; i < verdict.quarantined.size(); ++i) {
+    if (verdict.quarantined[i]) proto->add_quarantined(static_cast<uint32_t>(i));
+  }
+  proto->set_release_quarantine(verdict.release_quarantine);
+}
+
+absl::StatusOr<SampleVerdict> VerdictFromProto(const v1::SampleVerdict& proto,
+                                               size_t num_samples) {
+  SampleVerdict verdict;
+  verdict.release_quarantine = proto.release_quarantine();
+  if (proto.quarantined_size() == 0) return verdict;
+  verdict.quarantined.assign(num_samples, false);
+  for (int i = 0; i < proto.quarantined_size(); ++i) {
+    const uint32_t index = proto.quarantined(i);
+    if (index >= num_samples) {
+      return Invalid(absl::StrCat("verdict.quarantined[", i, "]"),
+                     absl::StrCat(index, " is not a sample index (the record "
+                                         "has ", num_samples, " samples)"));
+    }
+    verdict.quarantined[index] = true;
+  }
+  return verdict;
+}
+
 void ModelStateToProto(const ModelState& state, const PlanCacheStats& cache,
                        v1::GetModelStateResponse* proto) {
   proto->Clear();
   ModelSpecToProto(state.spec, proto->mutable_model());
   proto->set_num_samples(state.num_samples);
+  proto->set_num_quarantined(state.num_quarantined);
   for (const BlockFitQuality& q : state.fit_quality) {
     v1::BlockFitQuality* p = proto->add_fit_quality();
     p->set_block(q.block);

@@ -19,6 +19,7 @@
 #include "planner/model.h"
 #include "planner/plan.h"
 #include "proto/remat.pb.h"
+#include "proto/wal.pb.h"
 
 namespace remat {
 
@@ -66,6 +67,12 @@ absl::StatusOr<Outcome> OutcomeFromProto(const ModelSpec& spec,
                                          const v1::ReportOutcomeRequest& proto);
 void OutcomeToProto(const ModelSpec& spec, const Outcome& outcome,
                     v1::ReportOutcomeRequest* proto);
+
+// The estimator's verdict on a batch of samples, as the log records it.
+void VerdictToProto(const SampleVerdict& verdict, v1::SampleVerdict* proto);
+// INVALID_ARGUMENT when an index is not below `num_samples`.
+absl::StatusOr<SampleVerdict> VerdictFromProto(const v1::SampleVerdict& proto,
+                                               size_t num_samples);
 
 void ModelStateToProto(const ModelState& state, const PlanCacheStats& cache,
                        v1::GetModelStateResponse* proto);

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <memory>
 
+#include "google/protobuf/stubs/logging.h"
+#include "grpc/support/log.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
 namespace remat {
@@ -21,9 +23,43 @@ std::shared_ptr<spdlog::logger> Logger() {
   return logger;
 }
 
+// Lines that libprotobuf and gRPC write themselves (e.g. a string field
+// with invalid UTF-8) go through LogEvent too, so a JSON log stays one JSON
+// object per line.
+void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
+                 const std::string& message) {
+  spdlog::level::level_enum to = spdlog::level::err;
+  switch (level) {
+    case google::protobuf::LOGLEVEL_INFO:
+      to = spdlog::level::info;
+      break;
+    case google::protobuf::LOGLEVEL_WARNING:
+      to = spdlog::level::warn;
+      break;
+    default:
+      break;
+  }
+  LogEvent(to, "protobuf",
+           {{"file", file != nullptr ? file : ""},
+            {"line", line},
+            {"message", message}});
+}
+
+void GrpcLog(gpr_log_func_args* args) {
+  spdlog::level::level_enum to = spdlog::level::err;
+  if (args->severity == GPR_LOG_SEVERITY_DEBUG) to = spdlog::level::debug;
+  if (args->severity == GPR_LOG_SEVERITY_INFO) to = spdlog::level::info;
+  LogEvent(to, "grpc",
+           {{"file", args->file != nullptr ? args->file : ""},
+            {"line", args->line},
+            {"message", args->message != nullptr ? args->message : ""}});
+}
+
 }  // namespace
 
 void InitLogging(const std::string& format, const std::string& level) {
+  google::protobuf::SetLogHandler(&ProtobufLog);
+  gpr_set_log_function(&GrpcLog);
   auto logger = Logger();
   g_json = format == "json";
   if (g_json) {

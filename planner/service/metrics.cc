@@ -102,9 +102,10 @@ void Metrics::CountOutcome(bool out_of_memory) {
   if (out_of_memory) ++oom_;
 }
 
-void Metrics::CountSamples(uint64_t n) {
+void Metrics::CountSamples(uint64_t n, uint64_t quarantined) {
   absl::MutexLock lock(&mu_);
   samples_ += n;
+  quarantined_ += quarantined;
 }
 
 uint64_t Metrics::requests(const std::string& method,
@@ -135,6 +136,12 @@ std::string Metrics::RenderPrometheus(
     Header("rematd_samples_total", "Samples accepted by ReportSamples.",
            "counter", &out);
     absl::StrAppend(&out, "rematd_samples_total ", samples_, "\n");
+    Header("rematd_samples_quarantined_total",
+           "Samples accepted but held as outliers (not fitted until others "
+           "corroborate them).",
+           "counter", &out);
+    absl::StrAppend(&out, "rematd_samples_quarantined_total ", quarantined_,
+                    "\n");
   }
   Header("rematd_plan_latency_seconds",
          "GetPlan latency inside the daemon; result=miss includes estimating "

@@ -57,7 +57,9 @@ class Metrics {
   // ReportOutcome with a known prediction: measured / predicted peak.
   void ObservePeakRatio(double measured_over_predicted);
   void CountOutcome(bool out_of_memory);
-  void CountSamples(uint64_t n);
+  // Samples accepted by ReportSamples; `quarantined` of them were held as
+  // outliers (kept, not fitted).
+  void CountSamples(uint64_t n, uint64_t quarantined = 0);
 
   uint64_t requests(const std::string& method, const std::string& code) const;
 
@@ -72,6 +74,7 @@ class Metrics {
   uint64_t outcomes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t oom_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t samples_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t quarantined_ ABSL_GUARDED_BY(mu_) = 0;
 
   Histogram plan_hit_seconds_;
   Histogram plan_miss_seconds_;

@@ -38,10 +38,7 @@ absl::Status ToPlanRequest(const PlannerCore& core, const ProtoRequest& request,
                            std::shared_ptr<const ModelSpec>* spec,
                            PlanRequest* out) {
   if (request.model().empty()) return Required("model");
-  if (request.budget_bytes() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "budget_bytes: must be > 0, got ", request.budget_bytes()));
-  }
+  if (auto s = ValidateBudget(request.budget_bytes()); !s.ok()) return s;
   auto found = core.GetModelSpec(request.model());
   if (!found.ok()) return found.status();
   *spec = *std::move(found);
@@ -261,10 +258,16 @@ absl::Status PlannerService::DoRegisterModel(
         absl::StrCat("limits.max_models: the daemon already holds ",
                      limits_.max_models, " models; raise --max-models"));
   }
-  v1::WalRecord record;
-  *record.mutable_register_model() = request.model();
-  if (auto s = Log(record); !s.ok()) return s;
-  if (auto s = core_->RegisterModel(spec); !s.ok()) return s;
+  if (auto s = core_->RegisterModel(spec,
+                                    [&] {
+                                      v1::WalRecord record;
+                                      *record.mutable_register_model() =
+                                          request.model();
+                                      return Log(record);
+                                    });
+      !s.ok()) {
+    return s;
+  }
   response->set_created(true);
   LogEvent(spdlog::level::info, "model_registered",
            {{"model", spec.name},
@@ -282,10 +285,11 @@ absl::Status PlannerService::DoReportSamples(
         "samples: empty; send at least one sample");
   }
   if (request.samples_size() > limits_.max_samples_per_request) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("samples: ", request.samples_size(),
-                     " samples exceed limits.max_samples_per_request (",
-                     limits_.max_samples_per_request, "); split the batch"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "samples: ", request.samples_size(),
+        " samples exceed limits.max_samples_per_request (",
+        limits_.max_samples_per_request,
+        "); split the batch or raise --max-samples-per-request"));
   }
   auto spec = core_->GetModelSpec(request.model());
   if (!spec.ok()) return spec.status();
@@ -297,12 +301,29 @@ absl::Status PlannerService::DoReportSamples(
     if (!sample.ok()) return sample.status();
     samples.push_back(*std::move(sample));
   }
-  if (auto s = core_->AddSamples(request.model(), samples); !s.ok()) return s;
-  v1::WalRecord record;
-  *record.mutable_samples() = request;
-  if (auto s = Log(record); !s.ok()) return s;
-  metrics_->CountSamples(samples.size());
+  // Validated whole by the core, logged, then applied: a rejected request
+  // changes nothing, and memory never holds what the log lacks.
+  size_t quarantined = 0;
+  AddSamplesOptions options;
+  options.quarantined = &quarantined;
+  options.commit = [&](const SampleVerdict& verdict) {
+    v1::WalRecord record;
+    *record.mutable_samples() = request;
+    VerdictToProto(verdict, record.mutable_verdict());
+    return Log(record);
+  };
+  if (auto s = core_->AddSamples(request.model(), samples, options); !s.ok()) {
+    return s;
+  }
+  metrics_->CountSamples(samples.size(), quarantined);
   response->set_accepted(static_cast<uint32_t>(samples.size()));
+  response->set_quarantined(static_cast<uint32_t>(quarantined));
+  if (quarantined > 0) {
+    LogEvent(spdlog::level::warn, "samples_quarantined",
+             {{"model", request.model()},
+              {"samples", samples.size()},
+              {"quarantined", quarantined}});
+  }
   return absl::OkStatus();
 }
 
@@ -374,23 +395,19 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
 absl::Status PlannerService::DoReportOutcome(
     const v1::ReportOutcomeRequest& request) {
   if (request.model().empty()) return Required("model");
-  if (request.measured_peak_bytes() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("measured_peak_bytes: must not be negative, got ",
-                     request.measured_peak_bytes()));
-  }
-  if (request.step_ns() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("step_ns: must not be negative, got ", request.step_ns()));
-  }
   auto spec = core_->GetModelSpec(request.model());
   if (!spec.ok()) return spec.status();
   auto outcome = OutcomeFromProto(**spec, request);
   if (!outcome.ok()) return outcome.status();
-  if (auto s = core_->ReportOutcome(*outcome); !s.ok()) return s;
-  v1::WalRecord record;
-  *record.mutable_outcome() = request;
-  if (auto s = Log(record); !s.ok()) return s;
+  if (auto s = core_->ReportOutcome(*outcome,
+                                    [&] {
+                                      v1::WalRecord record;
+                                      *record.mutable_outcome() = request;
+                                      return Log(record);
+                                    });
+      !s.ok()) {
+    return s;
+  }
   metrics_->CountOutcome(request.out_of_memory());
   if (request.has_predicted_peak_bytes() &&
       request.predicted_peak_bytes() > 0 && request.measured_peak_bytes() > 0) {
@@ -445,7 +462,11 @@ absl::Status ApplyWalRecord(PlannerCore* core, const v1::WalRecord& record) {
         if (!sample.ok()) return sample.status();
         samples.push_back(*std::move(sample));
       }
-      return core->AddSamples(r.model(), samples);
+      auto verdict = VerdictFromProto(record.verdict(), samples.size());
+      if (!verdict.ok()) return verdict.status();
+      AddSamplesOptions options;
+      options.verdict = &*verdict;
+      return core->AddSamples(r.model(), samples, options);
     }
     case v1::WalRecord::kOutcome: {
       auto spec = core->GetModelSpec(record.outcome().model());
