@@ -46,6 +46,95 @@ int64_t KeepAllPeak(const ModelSpec& spec, double b, double s) {
   return peak;
 }
 
+TEST_CASE("a request that fails on its last element changes nothing") {
+  PlannerCore core;
+  REQUIRE(core.RegisterModel(Spec()).ok());
+  REQUIRE(core.AddSamples("enc", Grid(Spec())).ok());
+  REQUIRE(core.GetPlan({"enc", {4, 200}, int64_t{8} << 30, ""}).ok());
+  const PlanCacheStats cache = core.cache_stats();
+  int commits = 0;
+  AddSamplesOptions counting;
+  counting.commit = [&](const SampleVerdict&) {
+    ++commits;
+    return absl::OkStatus();
+  };
+  std::vector<Sample> batch = {Law(Spec(), 3, 100), Law(Spec(), 3, 120)};
+  batch[1].peak_bytes = int64_t{1} << 62;
+  const absl::Status s = core.AddSamples("enc", batch, counting);
+  CHECK(absl::IsInvalidArgument(s));
+  CHECK(s.message().find("samples[1].peak_bytes") != std::string::npos);
+  CHECK(commits == 0);
+  // A commit that fails (the log is full) changes nothing either.
+  AddSamplesOptions failing;
+  failing.commit = [](const SampleVerdict&) {
+    return absl::UnavailableError("disk full");
+  };
+  batch[1].peak_bytes.reset();
+  CHECK(absl::IsUnavailable(core.AddSamples("enc", batch, failing)));
+  Outcome outcome{"enc", {4, 200}, std::vector<Action>(4, Action::kKeep),
+                  1 << 30, 1000, false};
+  CHECK(absl::IsUnavailable(core.ReportOutcome(
+      outcome, [] { return absl::UnavailableError("disk full"); })));
+  outcome.actions.back() = static_cast<Action>(9);
+  CHECK(core.ReportOutcome(outcome).message().find("actions[3]") !=
+        std::string::npos);
+  // Same name, other shape: ALREADY_EXISTS before any commit.
+  CHECK(absl::IsAlreadyExists(core.RegisterModel(
+      Spec(2), [] { return absl::UnavailableError("disk full"); })));
+  ModelSpec fresh = Spec();
+  fresh.name = "fresh";
+  CHECK(absl::IsUnavailable(core.RegisterModel(
+      fresh, [] { return absl::UnavailableError("disk full"); })));
+  auto state = core.GetModelState("enc");
+  REQUIRE(state.ok());
+  CHECK(state->num_samples == Grid(Spec()).size());
+  CHECK(state->outcomes == 0);
+  CHECK(core.ListModels() == std::vector<std::string>{"enc"});
+  CHECK(core.cache_stats().invalidations == cache.invalidations);
+  CHECK(core.cache_stats().size == cache.size);
+}
+
+TEST_CASE("a recorded verdict rebuilds the same model however batched") {
+  // Live: batch by batch, one of them absurd (quarantined).
+  PlannerCore live;
+  REQUIRE(live.RegisterModel(Spec()).ok());
+  std::vector<std::vector<Sample>> batches;
+  for (const Sample& s : Grid(Spec())) batches.push_back({s});
+  Sample absurd = Law(Spec(), 8, 64);
+  absurd.features[1] = 4000;
+  batches.push_back({absurd, Law(Spec(), 2, 300)});
+  std::vector<SampleVerdict> verdicts;
+  for (const auto& batch : batches) {
+    AddSamplesOptions options;
+    options.commit = [&](const SampleVerdict& v) {
+      verdicts.push_back(v);
+      return absl::OkStatus();
+    };
+    REQUIRE(live.AddSamples("enc", batch, options).ok());
+  }
+  REQUIRE(verdicts.back().quarantined == std::vector<bool>{true, false});
+  // Replayed: the same batches with their recorded verdicts.
+  PlannerCore replayed;
+  REQUIRE(replayed.RegisterModel(Spec()).ok());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    AddSamplesOptions options;
+    options.verdict = &verdicts[i];
+    REQUIRE(replayed.AddSamples("enc", batches[i], options).ok());
+  }
+  auto a = live.GetModelState("enc");
+  auto b = replayed.GetModelState("enc");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->num_samples == b->num_samples);
+  CHECK(a->num_quarantined == 1);
+  CHECK(b->num_quarantined == 1);
+  auto pa = live.GetPlan({"enc", {8, 500}, int64_t{1} << 30, ""});
+  auto pb = replayed.GetPlan({"enc", {8, 500}, int64_t{1} << 30, ""});
+  REQUIRE(pa.ok());
+  REQUIRE(pb.ok());
+  CHECK(pa->plan->predicted_peak_bytes == pb->plan->predicted_peak_bytes);
+}
+
 TEST_CASE("registration is idempotent for the same shape only") {
   PlannerCore core;
   REQUIRE(core.RegisterModel(Spec()).ok());

@@ -365,6 +365,117 @@ TEST_CASE("MakePlanProblem plans against rounded-up bounds") {
         static_cast<int64_t>(std::ceil(p->base_bytes.upper)) + 1234);
 }
 
+TEST_CASE("an absurd sample is quarantined, not fitted") {
+  auto est = Fitted(Grid());
+  auto before = est->Predict({6, 150});
+  REQUIRE(before.ok());
+  // Seq 5000 claimed with the bytes of a short batch.
+  Sample absurd = MakeSample(8, 64);
+  absurd.features[1] = 5000;
+  auto verdict = est->Judge({absurd});
+  REQUIRE(verdict.ok());
+  REQUIRE(verdict->quarantined == std::vector<bool>{true});
+  CHECK_FALSE(verdict->release_quarantine);
+  REQUIRE(est->AddSamples({absurd}, *verdict).ok());
+  CHECK(est->num_samples() == Grid().size());
+  CHECK(est->num_quarantined() == 1);
+  CHECK(est->ObservedRange()[1].max == 512);  // not stretched to 5000
+  auto after = est->Predict({6, 150});
+  REQUIRE(after.ok());
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(after->blocks[i].act_bytes.upper == before->blocks[i].act_bytes.upper);
+  }
+  // A sample that follows the law, even beyond the range, is fitted.
+  auto legit = est->Judge({MakeSample(8, 640)});
+  REQUIRE(legit.ok());
+  CHECK(legit->quarantined == std::vector<bool>{false});
+  // Judging changed nothing.
+  CHECK(est->num_samples() == Grid().size());
+  // Mimose's estimator never quarantines (it is the baseline as published).
+  auto mimose = NewMimoseEstimator(Model());
+  REQUIRE(mimose.ok());
+  REQUIRE((*mimose)->AddSamples(Grid()).ok());
+  auto m = (*mimose)->Judge({absurd});
+  REQUIRE(m.ok());
+  CHECK(m->quarantined.empty());
+}
+
+TEST_CASE("a model that changed is learned again once samples corroborate") {
+  auto est = Fitted(Grid());
+  // The model now retains three times as much in "mlp" (a new code path):
+  // every new sample disagrees with the old fit, and they agree with each
+  // other.
+  auto changed = [](double b, double s) {
+    Sample x = MakeSample(b, s);
+    x.blocks[1].act_bytes *= 3;
+    return x;
+  };
+  std::vector<Sample> fresh;
+  for (double b : {1, 2, 4, 8, 16, 32}) {
+    for (double s : {32, 96, 200, 512}) fresh.push_back(changed(b, s));
+  }
+  size_t released_at = 0;
+  for (size_t i = 0; i < fresh.size() && released_at == 0; ++i) {
+    auto v = est->Judge({fresh[i]});
+    REQUIRE(v.ok());
+    REQUIRE(est->AddSamples({fresh[i]}, *v).ok());
+    if (v->release_quarantine) released_at = i + 1;
+  }
+  // Not at once (two samples are not enough), but well before all of them.
+  CHECK(released_at >= 3);
+  CHECK(released_at < fresh.size());
+  CHECK(est->num_quarantined() == 0);
+  CHECK(est->num_samples() == Grid().size() + released_at);
+}
+
+TEST_CASE("a repeated absurd sample does not corroborate itself") {
+  auto est = Fitted(Grid());
+  Sample absurd = MakeSample(8, 64);
+  absurd.features[1] = 5000;
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(est->AddSamples({absurd}).ok());
+  }
+  CHECK(est->num_quarantined() == 5);
+  CHECK(est->num_samples() == Grid().size());
+}
+
+TEST_CASE("a prediction beyond what the planner represents is untrusted") {
+  // Blocks near the 2^48 limit at seq 512: at seq 600 (inside the
+  // extrapolation factor) the quadratic law predicts more than 2^48.
+  std::vector<Sample> train;
+  for (double b : {1, 2, 4, 8}) {
+    for (double s : {64, 128, 256, 512}) {
+      Sample x = MakeSample(b, s);
+      x.blocks[0].act_bytes =
+          static_cast<int64_t>(static_cast<double>(int64_t{1} << 48) *
+                               (b / 8) * (s / 512) * (s / 512));
+      train.push_back(x);
+    }
+  }
+  auto est = Fitted(train);
+  auto inside = est->Predict({4, 256});
+  REQUIRE(inside.ok());
+  CHECK(inside->trusted);
+  auto beyond = est->Predict({8, 600});
+  REQUIRE(beyond.ok());
+  CHECK_FALSE(beyond->trusted);
+  CHECK(Contains(beyond->untrusted_reason, "attn.act_bytes"));
+  CHECK(Contains(beyond->untrusted_reason, "2^48"));
+}
+
+TEST_CASE("a huge reported peak never overflows calibration") {
+  auto est = Fitted(Grid());
+  const std::vector<Action> keep(3, Action::kKeep);
+  REQUIRE(est->ReportPeak({1, 32}, keep, int64_t{1} << 60).ok());
+  auto p = est->Predict({32, 512});
+  REQUIRE(p.ok());
+  CHECK(p->calibration_bytes == (int64_t{1} << 60));
+  CHECK_FALSE(p->trusted);
+  CHECK(Contains(p->untrusted_reason, "calibration"));
+  CHECK(absl::IsInvalidArgument(
+      est->ReportPeak({1, 32}, keep, (int64_t{1} << 60) + 1)));
+}
+
 TEST_CASE("Mimose: one scalar, a quadratic per block, no bound") {
   auto made = NewMimoseEstimator(Model());
   REQUIRE(made.ok());
