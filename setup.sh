@@ -25,6 +25,10 @@ PACKAGES=(
   libbenchmark-dev      # micro-benchmarks
   nlohmann-json3-dev    # JSON files: instances, configs, traces
   openssl               # test certificates for rematd's TLS (rematd_security_test)
+  clang-14              # clang 14 (/usr/bin/clang-14) for --config=fuzz
+  clang                 # /usr/bin/clang, what --config=fuzz names (CC=clang)
+  libclang-rt-14-dev    # libFuzzer and the ASan/UBSan runtimes for clang 14
+                        # (-fsanitize=fuzzer,address,undefined)
   python3-yaml          # //deploy:manifests_test reads the Kubernetes manifests
 )
 

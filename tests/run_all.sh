@@ -30,5 +30,19 @@ run_tests() {
 run_tests //...
 run_tests --config=asan --test_tag_filters=asan --build_tests_only //...
 
+# The fuzz targets under real libFuzzer (clang, ASan+UBSan, --config=fuzz),
+# a bounded number of inputs each from the seed corpus; one test per target.
+fuzz_log=$(mktemp)
+tests/fuzz_long.sh --runs 20000 2>&1 | tee "$fuzz_log"
+fuzz_rc=${PIPESTATUS[0]}
+fuzz_passed=$(grep -cE '^fuzz //[^ ]+ PASSED' "$fuzz_log")
+fuzz_failed=$(grep -cE '^fuzz //[^ ]+ FAILED' "$fuzz_log")
+if [ "$fuzz_rc" -ne 0 ] && [ "$fuzz_failed" -eq 0 ]; then
+  fuzz_failed=1
+fi
+rm -f "$fuzz_log"
+passed=$((passed + fuzz_passed))
+failed=$((failed + fuzz_failed))
+
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
