@@ -2,14 +2,20 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "planner/service/crc32c.h"
+
+// gperftools' tcmalloc, when the program is linked with it
+// (//third_party:tcmalloc); a null address otherwise.
+extern "C" void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
 
 namespace remat {
 namespace {
@@ -120,6 +126,117 @@ void Frame(absl::string_view payload, std::string* out) {
   PutU32(crc, header + 4);
   out->append(header, kHeaderBytes);
   out->append(payload.data(), payload.size());
+}
+
+// What compaction reads and writes through at a time.
+constexpr size_t kCompactionBufferBytes = 256 << 10;
+
+// The valid records of the first `size` bytes of a log file, one at a time
+// through a buffer (grown only for a record larger than it). Stops where
+// ParseRecords stops.
+class RecordReader {
+ public:
+  RecordReader(int fd, const std::string& path, uint64_t size)
+      : fd_(fd), path_(path), size_(size), buf_(kCompactionBufferBytes, '\0') {}
+
+  // The next record (valid until the next call) in *record: true; false at
+  // the end or at an invalid record.
+  absl::StatusOr<bool> Next(absl::string_view* record) {
+    if (auto s = Fill(kHeaderBytes); !s.ok()) return s;
+    if (end_ - begin_ < kHeaderBytes) return false;
+    const uint32_t length = GetU32(buf_.data() + begin_);
+    const uint32_t crc = GetU32(buf_.data() + begin_ + 4);
+    if (length > Wal::kMaxRecordBytes) return false;
+    if (auto s = Fill(kHeaderBytes + length); !s.ok()) return s;
+    if (end_ - begin_ - kHeaderBytes < length) return false;
+    const char* at = buf_.data() + begin_;
+    uint32_t actual = Crc32c(0, at, 4);
+    actual = Crc32c(actual, at + kHeaderBytes, length);
+    if (actual != crc) return false;
+    *record = absl::string_view(at + kHeaderBytes, length);
+    begin_ += kHeaderBytes + length;
+    return true;
+  }
+
+ private:
+  // Until the buffer holds `need` bytes from begin_, or the rest of the
+  // file when that is less.
+  absl::Status Fill(size_t need) {
+    if (end_ - begin_ >= need) return absl::OkStatus();
+    std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+    offset_ += begin_;
+    end_ -= begin_;
+    begin_ = 0;
+    if (buf_.size() < need) buf_.resize(need);
+    while (end_ < need && offset_ + end_ < size_) {
+      const size_t want = static_cast<size_t>(
+          std::min<uint64_t>(buf_.size() - end_, size_ - offset_ - end_));
+      const ssize_t r = ::pread(fd_, buf_.data() + end_, want,
+                                static_cast<off_t>(offset_ + end_));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return IoError("cannot read", path_);
+      end_ += static_cast<size_t>(r);
+    }
+    return absl::OkStatus();
+  }
+
+  const int fd_;
+  const std::string& path_;
+  const uint64_t size_;
+  std::string buf_;
+  uint64_t offset_ = sizeof(kMagic);  // file offset of buf_[0]
+  size_t begin_ = 0;                  // next record in buf_
+  size_t end_ = 0;                    // bytes read into buf_
+};
+
+// Frames records into a buffer and writes it out whenever it is full.
+class RecordWriter {
+ public:
+  RecordWriter(int fd, const std::string& path) : fd_(fd), path_(path) {
+    buf_.reserve(kCompactionBufferBytes);
+    buf_.append(kMagic, sizeof(kMagic));
+  }
+
+  absl::Status Append(absl::string_view payload) {
+    if (payload.size() > Wal::kMaxRecordBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("write-ahead log record of ", payload.size(),
+                       " bytes exceeds ", Wal::kMaxRecordBytes));
+    }
+    Frame(payload, &buf_);
+    if (buf_.size() >= kCompactionBufferBytes) return Flush();
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() {
+    if (auto w = WriteAll(fd_, buf_.data(), buf_.size()); !w.ok()) {
+      return absl::InternalError(absl::StrCat(path_, ": ", w.message()));
+    }
+    written_ += buf_.size();
+    buf_.clear();
+    if (buf_.capacity() > kCompactionBufferBytes) {
+      std::string().swap(buf_);  // after a record larger than the buffer
+      buf_.reserve(kCompactionBufferBytes);
+    }
+    return absl::OkStatus();
+  }
+
+  uint64_t written() const { return written_; }
+
+ private:
+  const int fd_;
+  const std::string& path_;
+  std::string buf_;
+  uint64_t written_ = 0;
+};
+
+// Hands memory the allocator holds free back to the system (see wal.h).
+void ReleaseFreeMemory() {
+  if (MallocExtension_ReleaseFreeMemory != nullptr) {
+    MallocExtension_ReleaseFreeMemory();
+  } else {
+    ::malloc_trim(0);  // glibc's malloc
+  }
 }
 
 }  // namespace
@@ -249,6 +366,32 @@ void Wal::AwaitLeader() {
 absl::Status Wal::Compact(
     const std::function<std::vector<std::string>(std::vector<std::string>)>&
         rewrite) {
+  return CompactStreaming(
+      [&](const ForEachRecord& for_each, const EmitRecord& emit) {
+        std::vector<std::string> records;
+        if (auto s = for_each(
+                [&](absl::string_view p) { records.emplace_back(p); });
+            !s.ok()) {
+          return s;
+        }
+        for (const std::string& p : rewrite(std::move(records))) {
+          if (auto s = emit(p); !s.ok()) return s;
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::Status Wal::CompactStreaming(
+    const std::function<absl::Status(const ForEachRecord& for_each,
+                                     const EmitRecord& emit)>& rewrite) {
+  const absl::Status s = RewriteLog(rewrite);
+  ReleaseFreeMemory();
+  return s;
+}
+
+absl::Status Wal::RewriteLog(
+    const std::function<absl::Status(const ForEachRecord& for_each,
+                                     const EmitRecord& emit)>& rewrite) {
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;
   // Become the leader, so that nothing writes the file meanwhile; records
@@ -262,26 +405,32 @@ absl::Status Wal::Compact(
   uint64_t new_size = 0;
   int new_fd = -1;
   absl::Status s = [&]() -> absl::Status {
-    std::string data(size, '\0');
-    for (size_t done = 0; done < size;) {
-      const ssize_t r = ::pread(fd_, data.data() + done, size - done,
-                                static_cast<off_t>(done));
-      if (r <= 0) return IoError("cannot read", path_);
-      done += static_cast<size_t>(r);
-    }
-    std::vector<std::string> records;
-    WalRecovery ignored;
-    ParseRecords(
-        data, [&](absl::string_view p) { records.emplace_back(p); }, &ignored);
-    std::string out(kMagic, sizeof(kMagic));
-    for (const std::string& p : rewrite(std::move(records))) Frame(p, &out);
     new_fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (new_fd < 0) return IoError("cannot create", tmp);
-    if (auto w = WriteAll(new_fd, out.data(), out.size()); !w.ok()) {
-      return absl::InternalError(absl::StrCat(tmp, ": ", w.message()));
-    }
+    RecordWriter writer(new_fd, tmp);
+    // The first error of a walk or an emit, which fails the compaction even
+    // if `rewrite` drops it.
+    absl::Status io;
+    const ForEachRecord for_each = [&](const RecordFn& fn) -> absl::Status {
+      if (!io.ok()) return io;
+      RecordReader reader(fd_, path_, size);
+      absl::string_view record;
+      for (;;) {
+        absl::StatusOr<bool> next = reader.Next(&record);
+        if (!next.ok()) return io = next.status();
+        if (!*next) return absl::OkStatus();
+        fn(record);
+      }
+    };
+    const EmitRecord emit = [&](absl::string_view payload) -> absl::Status {
+      if (!io.ok()) return io;
+      return io = writer.Append(payload);
+    };
+    if (auto r = rewrite(for_each, emit); !r.ok()) return r;
+    if (!io.ok()) return io;
+    if (auto w = writer.Flush(); !w.ok()) return w;
     if (::fdatasync(new_fd) != 0) return IoError("cannot sync", tmp);
-    new_size = out.size();
+    new_size = writer.written();
     return absl::OkStatus();
   }();
   if (s.ok() && ::rename(tmp.c_str(), path_.c_str()) != 0) {

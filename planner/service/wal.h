@@ -17,7 +17,12 @@
 //
 // Compaction: Compact replaces the whole log with a rewritten list of
 // records: written to a new file, synced, then renamed over the log, so a
-// crash leaves either the old log or the new one, never a mix.
+// crash leaves either the old log or the new one, never a mix. The records
+// stream through a buffer on both sides (neither log is held whole), and
+// afterwards the allocator is asked to return free memory to the system:
+// a compaction's rewrite allocates a log's worth of parsed records for a
+// moment, and tcmalloc keeps freed pages mapped, so without it the
+// daemon's resident size grew by that much, compaction after compaction.
 //
 // Thread safety: Append and Compact may be called concurrently (Appends
 // wait while a compaction writes); Open and the destructor may not overlap
@@ -76,11 +81,30 @@ class Wal {
       const std::function<std::vector<std::string>(std::vector<std::string>)>&
           rewrite);
 
+  // Compact without the records in memory: `rewrite(for_each, emit)` walks
+  // the log's records with for_each(fn), which calls fn on each, in order
+  // (the view is valid only during that call; walk as often as needed), and
+  // writes the new log's records, in order, with emit. for_each and emit
+  // return I/O errors (and emit INVALID_ARGUMENT for a record over
+  // kMaxRecordBytes); any error, whether `rewrite` passes it on or not,
+  // fails the compaction and leaves the log as Compact says.
+  using RecordFn = std::function<void(absl::string_view)>;
+  using ForEachRecord = std::function<absl::Status(const RecordFn&)>;
+  using EmitRecord = std::function<absl::Status(absl::string_view)>;
+  absl::Status CompactStreaming(
+      const std::function<absl::Status(const ForEachRecord& for_each,
+                                       const EmitRecord& emit)>& rewrite);
+
   const std::string& path() const { return path_; }
   uint64_t size_bytes() const;
 
  private:
   Wal(std::string path, int fd, uint64_t size);
+
+  // CompactStreaming, less the release of free memory.
+  absl::Status RewriteLog(
+      const std::function<absl::Status(const ForEachRecord& for_each,
+                                       const EmitRecord& emit)>& rewrite);
 
   // Until the leader (the thread with syncing_ set) is done.
   void AwaitLeader() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
