@@ -84,21 +84,37 @@ void PlannerService::MaybeCompactLog() {
   const uint64_t bytes_before = wal_->size_bytes();
   size_t records_before = 0;
   size_t records_after = 0;
-  const absl::Status s = wal_->Compact([&](std::vector<std::string> payloads) {
-    records_before = payloads.size();
-    std::vector<v1::WalRecord> records;
-    records.reserve(payloads.size());
-    for (const std::string& p : payloads) {
-      // An unparsable record is rejected at every replay: nothing to keep.
-      if (!records.emplace_back().ParseFromString(p)) records.pop_back();
-    }
-    std::vector<std::string> out;
-    for (const v1::WalRecord& r : CompactWalRecords(records)) {
-      out.push_back(r.SerializeAsString());
-    }
-    records_after = out.size();
-    return out;
-  });
+  // Records are parsed straight from the log and written straight to the
+  // new one: the parsed records are the only copy of the log in memory.
+  const absl::Status s = wal_->CompactStreaming(
+      [&](const Wal::ForEachRecord& for_each,
+          const Wal::EmitRecord& emit) -> absl::Status {
+        std::vector<v1::WalRecord> records;
+        if (auto r = for_each([&](absl::string_view p) {
+              ++records_before;
+              // An unparsable record is rejected at every replay: nothing
+              // to keep.
+              if (!records.emplace_back().ParseFromArray(
+                      p.data(), static_cast<int>(p.size()))) {
+                records.pop_back();
+              }
+            });
+            !r.ok()) {
+          return r;
+        }
+        std::vector<v1::WalRecord> kept = CompactWalRecords(records);
+        std::vector<v1::WalRecord>().swap(records);
+        std::string payload;
+        for (const v1::WalRecord& r : kept) {
+          payload.clear();
+          if (!r.SerializeToString(&payload)) {
+            return absl::InternalError("cannot serialise a log record");
+          }
+          if (auto e = emit(payload); !e.ok()) return e;
+          ++records_after;
+        }
+        return absl::OkStatus();
+      });
   const int64_t bytes_after = static_cast<int64_t>(wal_->size_bytes());
   // A log that is mostly samples stays big: wait for it to double.
   next_compaction_bytes_ = std::max(limits_.wal_compact_bytes, 2 * bytes_after);

@@ -325,37 +325,63 @@ absl::Status Wal::Append(absl::string_view payload) {
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;
   Frame(payload, &pending_);
-  const uint64_t my_seq = ++appended_seq_;
-  while (synced_seq_ < my_seq && broken_.ok()) {
+  Writer me{this};
+  pending_writers_.push_back(&me);
+  while (!me.done) {
     if (syncing_) {
       // Another caller is writing; it or the next leader covers our record.
-      AwaitLeader();
+      mu_.Await(absl::Condition(
+          +[](Writer* w) { return w->done || !w->wal->syncing_; }, &me));
       continue;
     }
     // Become the leader: write everything pending with one sync.
     syncing_ = true;
     std::string batch;
     batch.swap(pending_);
-    const uint64_t batch_seq = appended_seq_;
+    std::vector<Writer*> writers;
+    writers.swap(pending_writers_);
+    const uint64_t good_bytes = size_;
     mu_.Unlock();
     absl::Status s = WriteAll(fd_, batch.data(), batch.size());
     if (s.ok() && ::fdatasync(fd_) != 0) {
       s = absl::InternalError(
           absl::StrCat("fdatasync: ", std::strerror(errno)));
     }
+    if (!s.ok()) {
+      // A full disk, or another write error: cut the file back to the last
+      // synced record, so that the log stays whole records and appends
+      // succeed again once space returns. No record of this batch was
+      // acknowledged; each of its callers gets the error.
+      const absl::Status cut = RollBack(good_bytes);
+      s = cut.ok() ? absl::UnavailableError(absl::StrCat(
+                         "write-ahead log ", path_, ": ", s.message(),
+                         " (nothing written; retry)"))
+                   : absl::InternalError(absl::StrCat(
+                         "write-ahead log ", path_, " failed (", s.message(),
+                         "; then ", cut.message(),
+                         "); restart rematd to recover"));
+    }
     mu_.Lock();
     syncing_ = false;
-    if (s.ok()) {
-      synced_seq_ = batch_seq;
-      size_ += batch.size();
-    } else {
-      broken_ = absl::InternalError(
-          absl::StrCat("write-ahead log ", path_, " failed (", s.message(),
-                       "); restart rematd to recover"));
+    if (s.ok()) size_ += batch.size();
+    if (absl::IsInternal(s)) broken_ = s;
+    for (Writer* w : writers) {
+      w->status = s;
+      w->done = true;
     }
   }
-  if (synced_seq_ >= my_seq) return absl::OkStatus();
-  return broken_;
+  return me.status;
+}
+
+absl::Status Wal::RollBack(uint64_t size_bytes) {
+  if (::ftruncate(fd_, static_cast<off_t>(size_bytes)) != 0) {
+    return IoError("cannot truncate", path_);
+  }
+  if (::lseek(fd_, static_cast<off_t>(size_bytes), SEEK_SET) < 0) {
+    return IoError("cannot seek", path_);
+  }
+  if (::fdatasync(fd_) != 0) return IoError("cannot sync", path_);
+  return absl::OkStatus();
 }
 
 void Wal::AwaitLeader() {

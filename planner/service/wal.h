@@ -70,7 +70,10 @@ class Wal {
   Wal& operator=(const Wal&) = delete;
 
   // Appends one record and makes it durable. INVALID_ARGUMENT when it is
-  // larger than kMaxRecordBytes; INTERNAL when the write or sync failed.
+  // larger than kMaxRecordBytes; UNAVAILABLE when the write or sync failed
+  // (a full disk) and the log was cut back to its last whole record: the
+  // record was not written, and a later Append may succeed; INTERNAL when
+  // even that failed: the log is broken until a restart.
   absl::Status Append(absl::string_view payload);
 
   // Replaces the log's records with `rewrite(records)`, in that order.
@@ -113,10 +116,20 @@ class Wal {
   // Written only by the leader; read by the leader and the destructor.
   int fd_;
 
+  // One caller of Append, waiting for the batch that holds its record.
+  struct Writer {
+    Wal* wal;
+    bool done = false;  // guarded by wal->mu_
+    absl::Status status;
+  };
+
+  // Truncates the file to `size_bytes` and syncs (the leader only).
+  absl::Status RollBack(uint64_t size_bytes);
+
   mutable absl::Mutex mu_;
   std::string pending_ ABSL_GUARDED_BY(mu_);  // framed, not yet written
-  uint64_t appended_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t synced_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // The callers whose records are in pending_, in order.
+  std::vector<Writer*> pending_writers_ ABSL_GUARDED_BY(mu_);
   bool syncing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   uint64_t size_ ABSL_GUARDED_BY(mu_);
