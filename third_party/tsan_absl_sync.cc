@@ -239,13 +239,37 @@ ABSL_NAMESPACE_END
 
 // Reports TSan is told to drop, in every --config=tsan binary (tests and the
 // rematd they start alike, with no file to find at run time). Each entry is
-// a false positive in a Debian library, never in remat's code:
-// * GraphCycles (libabsl_graphcycles_internal): abseil's deadlock-detection
-//   graph, which every absl::Mutex (gRPC's included) updates under abseil's own
-//   SpinLock; that lock's atomics live in uninstrumented code, so TSan sees
-//   only the memmove calls it intercepts there, unordered.
+// a false positive in a Debian library, never in remat's code. TSan sees
+// nothing of what an uninstrumented library does except the calls it makes
+// to intercepted functions (malloc, free, memcpy, sendmsg, recvmsg, close);
+// where the library orders those calls with its own atomics, TSan reports
+// them as races. A called_from_lib entry makes TSan ignore the memory
+// accesses of intercepted calls made from inside that library only (matched
+// by the library's file name, so it holds where the library's own frames
+// have no symbol); remat's accesses, the messages it serializes into gRPC's
+// buffers included, are still checked, and synchronisation is still seen.
+// * libabsl_graphcycles_internal: abseil's deadlock-detection graph, which
+//   every absl::Mutex (gRPC's included) updates under abseil's own SpinLock;
+//   that lock's atomics live in uninstrumented code, so TSan sees only the
+//   graph's memmove calls, unordered.
+// * libgrpc, libgpr, libupb (gRPC core, its support library and its copy of
+//   upb): gRPC hands buffers, calls and closures between its threads through
+//   reference counts, lock-free queues (combiner, work serializer, ExecCtx)
+//   and its event engine, all atomics in uninstrumented code: TSan sees a
+//   slice allocated by one thread and freed, parsed or sent (sendmsg) by
+//   another, a socket closed after another thread's sendmsg on it, unordered.
+// * libabsl_status, libabsl_cord: copies of an absl::Status (and the Cords of
+//   its payloads) share one heap representation, freed by whichever copy
+//   drops the last reference (an atomic decrement inside the library); TSan
+//   sees the delete but not the decrement that orders it after the other
+//   copies' reads (StrCat of the message, payload compares).
 extern "C" const char* __tsan_default_suppressions() {
-  return "race:synchronization_internal::GraphCycles::\n";
+  return "called_from_lib:libabsl_graphcycles_internal.so\n"
+         "called_from_lib:libgrpc.so\n"
+         "called_from_lib:libgpr.so\n"
+         "called_from_lib:libupb.so\n"
+         "called_from_lib:libabsl_status.so\n"
+         "called_from_lib:libabsl_cord.so\n";
 }
 
 #endif  // __SANITIZE_THREAD__
