@@ -215,7 +215,10 @@ TEST_CASE("SIGTERM: health turns NOT_SERVING, then a clean exit") {
   REQUIRE(watch->Read(&status));
   REQUIRE(status.status() == grpc::health::v1::HealthCheckResponse::SERVING);
 
-  std::thread stopper([&daemon] { REQUIRE(daemon.Signal(SIGTERM) == 0); });
+  // Catch2's assertions are not thread-safe: the exit code is checked after
+  // the join.
+  int stop_rc = -1;
+  std::thread stopper([&daemon, &stop_rc] { stop_rc = daemon.Signal(SIGTERM); });
   // The watcher sees NOT_SERVING (or the stream ends) once shutdown starts.
   bool not_serving = false;
   while (watch->Read(&status)) {
@@ -227,6 +230,7 @@ TEST_CASE("SIGTERM: health turns NOT_SERVING, then a clean exit") {
   context.TryCancel();
   watch->Finish();
   stopper.join();
+  REQUIRE(stop_rc == 0);
   REQUIRE(not_serving);
   const std::string log = daemon.log();
   REQUIRE(log.find("shutting_down") != std::string::npos);

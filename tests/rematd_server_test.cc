@@ -87,7 +87,11 @@ TEST_CASE("cache hits are answered while a slow solve holds every worker") {
   // budget, so never cached): a queue of solves that a hit must not join.
   std::atomic<bool> stop{false};
   std::atomic<int64_t> next_budget{budget};
+  // Catch2's assertions are not thread-safe: the solvers count their failed
+  // and cached answers, checked after the join.
   std::vector<double> solve_ms;
+  std::atomic<int> solve_failed{0};
+  std::atomic<int> solve_cached{0};
   absl::Mutex solve_mu;
   std::vector<std::thread> solvers;
   for (int t = 0; t < 8; ++t) {
@@ -99,8 +103,11 @@ TEST_CASE("cache hits are answered while a slow solve holds every worker") {
         const double ms =
             std::chrono::duration<double, std::milli>(Clock::now() - start)
                 .count();
-        CHECK(r.ok());
-        CHECK_FALSE(r->from_cache);
+        if (!r.ok()) {
+          ++solve_failed;
+          continue;
+        }
+        if (r->from_cache) ++solve_cached;
         absl::MutexLock lock(&solve_mu);
         solve_ms.push_back(ms);
       }
@@ -120,6 +127,8 @@ TEST_CASE("cache hits are answered while a slow solve holds every worker") {
   std::sort(hit_ms.begin(), hit_ms.end());
   stop = true;
   for (std::thread& t : solvers) t.join();
+  CHECK(solve_failed == 0);
+  CHECK(solve_cached == 0);
   std::sort(solve_ms.begin(), solve_ms.end());
   REQUIRE(solve_ms.size() >= 8);
   const double median_solve_ms = solve_ms[solve_ms.size() / 2];
