@@ -21,6 +21,15 @@ void WorkerPool::Post(std::function<void()> task) {
   queue_.push_back(std::move(task));
 }
 
+void WorkerPool::Drain() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+        return p->queue_.empty() && p->running_ == 0;
+      },
+      this));
+}
+
 void WorkerPool::Run() {
   for (;;) {
     std::function<void()> task;
@@ -34,8 +43,12 @@ void WorkerPool::Run() {
       if (queue_.empty()) return;  // stopping, and nothing left
       task = std::move(queue_.front());
       queue_.pop_front();
+      ++running_;
     }
     task();
+    task = nullptr;  // what it holds goes before Drain returns
+    absl::MutexLock lock(&mu_);
+    --running_;
   }
 }
 

@@ -22,6 +22,9 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   void Post(std::function<void()> task);
+  // Blocks until no task is queued or running. Tasks posted meanwhile (by
+  // other threads or by tasks) are waited for too; the pool keeps running.
+  void Drain();
 
  private:
   void Run();
@@ -29,6 +32,7 @@ class WorkerPool {
   absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // tasks taken, not yet done
   std::vector<std::thread> threads_;
 };
 
