@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: installs what the build needs, builds everything, runs
 # every test target, then the tests tagged "asan" under ASan+UBSan
-# (--config=asan, see .bazelrc), and ends with one line "N passed, N failed"
-# counting test targets over all runs.
+# (--config=asan, see .bazelrc) and those tagged "tsan" under TSan
+# (--config=tsan), and ends with one line "N passed, N failed" counting
+# test targets over all runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./setup.sh || exit 1
@@ -29,6 +30,7 @@ run_tests() {
 
 run_tests //...
 run_tests --config=asan --test_tag_filters=asan --build_tests_only //...
+run_tests --config=tsan --test_tag_filters=tsan --build_tests_only //...
 
 # The fuzz targets under real libFuzzer (clang, ASan+UBSan, --config=fuzz),
 # a bounded number of inputs each from the seed corpus; one test per target.
