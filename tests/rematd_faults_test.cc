@@ -19,68 +19,19 @@
 #include <vector>
 
 #include "client/remote_planner.h"
-#include "planner/service/convert.h"
 #include "proto/remat.grpc.pb.h"
 #include "tests/daemon_harness.h"
+#include "tests/raw_client.h"
 
 namespace remat {
 namespace {
 
 using testing::DaemonProcess;
+using Client = testing::RawClient;
 
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
-
-class Client {
- public:
-  explicit Client(const std::string& address)
-      : stub_(v1::Planner::NewStub(MakeDaemonChannel(address))) {}
-
-  grpc::Status Register(const ModelSpec& spec) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::RegisterModelRequest r;
-    ModelSpecToProto(spec, r.mutable_model());
-    v1::RegisterModelResponse resp;
-    return stub_->RegisterModel(&c, r, &resp);
-  }
-  grpc::Status Samples(const ModelSpec& spec,
-                       const std::vector<Sample>& samples) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::ReportSamplesRequest r;
-    r.set_model(spec.name);
-    for (const Sample& s : samples) SampleToProto(spec, s, r.add_samples());
-    v1::ReportSamplesResponse resp;
-    return stub_->ReportSamples(&c, r, &resp);
-  }
-  grpc::Status Plan(const std::string& model, v1::GetPlanResponse* resp) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::GetPlanRequest r;
-    r.set_model(model);
-    (*r.mutable_features())["batch"] = 4;
-    (*r.mutable_features())["seq"] = 200;
-    r.set_budget_bytes(int64_t{64} << 30);
-    return stub_->GetPlan(&c, r, resp);
-  }
-  uint64_t NumSamples(const std::string& model) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::GetModelStateRequest r;
-    r.set_model(model);
-    v1::GetModelStateResponse resp;
-    REQUIRE(stub_->GetModelState(&c, r, &resp).ok());
-    return resp.num_samples();
-  }
-
- private:
-  static void Deadline(grpc::ClientContext* c) {
-    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  }
-  std::unique_ptr<v1::Planner::Stub> stub_;
-};
 
 // Writes zeros to `path` until the filesystem is full.
 void FillUp(const std::string& path) {
@@ -144,9 +95,9 @@ TEST_CASE("a full disk: UNAVAILABLE, nothing acknowledged lost, then resume") {
     REQUIRE(s.error_code() == grpc::StatusCode::UNAVAILABLE);
     CHECK(Contains(s.error_message(), "retry"));
   }
-  CHECK(client.NumSamples("m") == acked);
+  CHECK(client.State("m").num_samples() == acked);
   v1::GetPlanResponse plan;
-  REQUIRE(client.Plan("m", &plan).ok());
+  REQUIRE(client.Plan("m", 4, 200, int64_t{64} << 30, &plan).ok());
   CHECK(plan.decision() == v1::PLAN);
 
   // A little space returns: some batches fit, then the disk is full in the
@@ -165,7 +116,7 @@ TEST_CASE("a full disk: UNAVAILABLE, nothing acknowledged lost, then resume") {
     }
   }
   CHECK(refused == 1);
-  CHECK(client.NumSamples("m") == acked);
+  CHECK(client.State("m").num_samples() == acked);
 
   // Space returns: durable writes resume.
   REQUIRE(::unlink(filler.c_str()) == 0);
@@ -178,7 +129,7 @@ TEST_CASE("a full disk: UNAVAILABLE, nothing acknowledged lost, then resume") {
   DaemonProcess restarted;
   REQUIRE(restarted.Start({state, "", {"--wal-compact-bytes", "0"}}).ok());
   Client again(restarted.address());
-  CHECK(again.NumSamples("m") == acked);
+  CHECK(again.State("m").num_samples() == acked);
   CHECK(Contains(restarted.log(), "state_loaded"));
   CHECK_FALSE(Contains(restarted.log(), "wal_tail_truncated"));
   REQUIRE(restarted.Signal(SIGTERM) == 0);
@@ -212,7 +163,7 @@ TEST_CASE("truncated, foreign and misplaced state: clear errors, nothing lost") 
     CHECK(Contains(daemon.log(), "wal_tail_truncated"));
     CHECK(Contains(daemon.log(), wal));
     Client client(daemon.address());
-    CHECK(client.NumSamples("m") == acked - 1);
+    CHECK(client.State("m").num_samples() == acked - 1);
     REQUIRE(daemon.Signal(SIGTERM) == 0);
   }
 
@@ -224,7 +175,7 @@ TEST_CASE("truncated, foreign and misplaced state: clear errors, nothing lost") 
     DaemonProcess daemon;
     REQUIRE(daemon.Start({state}).ok());
     Client client(daemon.address());
-    CHECK(client.NumSamples("m") == acked - 1);
+    CHECK(client.State("m").num_samples() == acked - 1);
     REQUIRE(daemon.Signal(SIGTERM) == 0);
   }
 
@@ -251,7 +202,7 @@ TEST_CASE("truncated, foreign and misplaced state: clear errors, nothing lost") 
   DaemonProcess daemon;
   REQUIRE(daemon.Start({state}).ok());
   Client client(daemon.address());
-  CHECK(client.NumSamples("m") == acked - 1);
+  CHECK(client.State("m").num_samples() == acked - 1);
   REQUIRE(daemon.Signal(SIGTERM) == 0);
 }
 
@@ -285,7 +236,7 @@ TEST_CASE("SIGTERM under load: calls in flight finish, acknowledged is durable")
           if (s.ok()) acked += 2;
         } else {
           v1::GetPlanResponse resp;
-          s = client.Plan("m", &resp);
+          s = client.Plan("m", 4, 200, int64_t{64} << 30, &resp);
           if (s.ok()) ++plans;
         }
         if (!s.ok()) {
@@ -310,7 +261,7 @@ TEST_CASE("SIGTERM under load: calls in flight finish, acknowledged is durable")
   DaemonProcess restarted;
   REQUIRE(restarted.Start({state}).ok());
   Client client(restarted.address());
-  const uint64_t held = client.NumSamples("m");
+  const uint64_t held = client.State("m").num_samples();
   INFO("acked " << acked.load() << ", sent " << sent.load());
   CHECK(held >= seeded + acked);
   CHECK(held <= seeded + sent);

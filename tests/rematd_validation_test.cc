@@ -13,14 +13,17 @@
 #include <vector>
 
 #include "client/remote_planner.h"
-#include "planner/service/convert.h"
 #include "proto/remat.grpc.pb.h"
 #include "tests/daemon_harness.h"
+#include "tests/raw_client.h"
 
 namespace remat {
 namespace {
 
 using testing::DaemonProcess;
+using testing::RawClient;
+using testing::SamplesRequest;
+using Client = RawClient;
 
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -41,82 +44,6 @@ double Metric(const std::string& page, const std::string& name) {
   return -1;
 }
 
-class Client {
- public:
-  explicit Client(const std::string& address)
-      : stub_(v1::Planner::NewStub(MakeDaemonChannel(address))) {}
-
-  grpc::Status Register(const v1::ModelSpec& model) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::RegisterModelRequest r;
-    *r.mutable_model() = model;
-    v1::RegisterModelResponse resp;
-    return stub_->RegisterModel(&c, r, &resp);
-  }
-  grpc::Status Samples(const v1::ReportSamplesRequest& r,
-                       v1::ReportSamplesResponse* resp = nullptr) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::ReportSamplesResponse ignored;
-    return stub_->ReportSamples(&c, r, resp != nullptr ? resp : &ignored);
-  }
-  grpc::Status Outcome(const v1::ReportOutcomeRequest& r) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::ReportOutcomeResponse resp;
-    return stub_->ReportOutcome(&c, r, &resp);
-  }
-  grpc::Status Plan(const std::string& model, double batch, double seq,
-                    int64_t budget, v1::GetPlanResponse* resp) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::GetPlanRequest r;
-    r.set_model(model);
-    (*r.mutable_features())["batch"] = batch;
-    (*r.mutable_features())["seq"] = seq;
-    r.set_budget_bytes(budget);
-    return stub_->GetPlan(&c, r, resp);
-  }
-  v1::GetModelStateResponse State(const std::string& model) {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::GetModelStateRequest r;
-    r.set_model(model);
-    v1::GetModelStateResponse resp;
-    const grpc::Status s = stub_->GetModelState(&c, r, &resp);
-    REQUIRE(s.ok());
-    return resp;
-  }
-  size_t NumModels() {
-    grpc::ClientContext c;
-    Deadline(&c);
-    v1::ListModelsResponse resp;
-    REQUIRE(stub_->ListModels(&c, v1::ListModelsRequest(), &resp).ok());
-    return static_cast<size_t>(resp.models_size());
-  }
-
- private:
-  static void Deadline(grpc::ClientContext* c) {
-    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  }
-  std::unique_ptr<v1::Planner::Stub> stub_;
-};
-
-v1::ReportSamplesRequest SamplesRequest(const ModelSpec& spec,
-                                        const std::vector<Sample>& samples) {
-  v1::ReportSamplesRequest r;
-  r.set_model(spec.name);
-  for (const Sample& s : samples) SampleToProto(spec, s, r.add_samples());
-  return r;
-}
-
-v1::ModelSpec ProtoSpec(const ModelSpec& spec) {
-  v1::ModelSpec p;
-  ModelSpecToProto(spec, &p);
-  return p;
-}
-
 // Twelve distinct samples: enough to trust a fit of the test model's laws.
 std::vector<Sample> Twelve(const ModelSpec& spec) {
   std::vector<Sample> out;
@@ -135,7 +62,7 @@ TEST_CASE("a request that fails on its last element changes nothing") {
   DaemonProcess daemon;
   REQUIRE(daemon.Start({state}).ok());
   Client client(daemon.address());
-  REQUIRE(client.Register(ProtoSpec(spec)).ok());
+  REQUIRE(client.Register(testing::ToProto(spec)).ok());
   REQUIRE(client.Samples(SamplesRequest(spec, Twelve(spec))).ok());
   v1::GetPlanResponse plan;
   REQUIRE(client.Plan("m", 4, 200, int64_t{8} << 30, &plan).ok());
@@ -204,7 +131,7 @@ TEST_CASE("a request that fails on its last element changes nothing") {
   {
     ModelSpec bad = testing::TestModel("other", 4);
     bad.blocks.back().name = bad.blocks.front().name;
-    const grpc::Status s = client.Register(ProtoSpec(bad));
+    const grpc::Status s = client.Register(testing::ToProto(bad));
     REQUIRE(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     CHECK(Contains(s.error_message(),
                    "blocks[" + std::to_string(bad.blocks.size() - 1) + "]"));
@@ -232,7 +159,7 @@ TEST_CASE("ranges: huge features, huge blocks and names in characters") {
   REQUIRE(daemon.Start({}).ok());
   Client client(daemon.address());
   const ModelSpec spec = testing::TestModel("m", 3);
-  REQUIRE(client.Register(ProtoSpec(spec)).ok());
+  REQUIRE(client.Register(testing::ToProto(spec)).ok());
   REQUIRE(client.Samples(SamplesRequest(spec, Twelve(spec))).ok());
 
   // Finite, non-negative, but beyond 2^53: out of range, and said so.
@@ -276,11 +203,11 @@ TEST_CASE("ranges: huge features, huge blocks and names in characters") {
   // 200 'é' are 200 characters (400 bytes): allowed; 257 are not.
   std::string name;
   for (int i = 0; i < 200; ++i) name += "\xc3\xa9";
-  REQUIRE(client.Register(ProtoSpec(testing::TestModel(name, 2))).ok());
+  REQUIRE(client.Register(testing::ToProto(testing::TestModel(name, 2))).ok());
   CHECK(client.State(name).model().name() == name);
   std::string too_long;
   for (int i = 0; i < 257; ++i) too_long += "\xc3\xa9";
-  const grpc::Status s = client.Register(ProtoSpec(testing::TestModel(too_long, 2)));
+  const grpc::Status s = client.Register(testing::ToProto(testing::TestModel(too_long, 2)));
   REQUIRE(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(Contains(s.error_message(), "model.name: 257 characters; at most 256"));
   REQUIRE(daemon.Signal(SIGTERM) == 0);
@@ -292,7 +219,7 @@ TEST_CASE("one absurd sample is quarantined, durably, and plans keep") {
   DaemonProcess daemon;
   REQUIRE(daemon.Start({state}).ok());
   Client client(daemon.address());
-  REQUIRE(client.Register(ProtoSpec(spec)).ok());
+  REQUIRE(client.Register(testing::ToProto(spec)).ok());
   REQUIRE(client.Samples(SamplesRequest(spec, Twelve(spec))).ok());
   v1::GetPlanResponse good;
   REQUIRE(client.Plan("shared", 8, 500, int64_t{64} << 30, &good).ok());
@@ -348,7 +275,7 @@ TEST_CASE("with --log-format json, libprotobuf's own lines are JSON too") {
   Client client(daemon.address());
   // A model name that is not UTF-8: the daemon's parser refuses the
   // message and libprotobuf logs why.
-  v1::ModelSpec bad = ProtoSpec(testing::TestModel("m", 2));
+  v1::ModelSpec bad = testing::ToProto(testing::TestModel("m", 2));
   bad.set_name("bad\xff\xfe");
   const grpc::Status s = client.Register(bad);
   CHECK_FALSE(s.ok());
