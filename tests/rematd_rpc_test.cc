@@ -33,8 +33,15 @@ RemotePlannerOptions Options(const std::string& address) {
   o.address = address;
   // Generous: these tests check answers, not the fallback (see
   // remote_planner_test).
+  // Under ThreadSanitizer every refit is an order of magnitude slower, and
+  // concurrent refits of one model queue on its lock.
+#if defined(__SANITIZE_THREAD__)
+  o.get_plan_deadline = std::chrono::milliseconds(60000);
+  o.call_deadline = std::chrono::milliseconds(60000);
+#else
   o.get_plan_deadline = std::chrono::milliseconds(10000);
   o.call_deadline = std::chrono::milliseconds(10000);
+#endif
   return o;
 }
 
