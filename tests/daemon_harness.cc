@@ -145,6 +145,7 @@ absl::Status DaemonProcess::Start(const Options& options) {
       if (!ports.is_discarded()) {
         grpc_port_ = ports.value("grpc_port", 0);
         metrics_port_ = ports.value("metrics_port", 0);
+        health_port_ = ports.value("health_port", 0);
         address_ = options.unix_socket.empty()
                        ? absl::StrCat("127.0.0.1:", grpc_port_)
                        : absl::StrCat("unix:", options.unix_socket);

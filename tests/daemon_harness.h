@@ -51,6 +51,8 @@ class DaemonProcess {
   const std::string& address() const { return address_; }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The --health-listen port; 0 when not given.
+  int health_port() const { return health_port_; }
   // Everything the daemon wrote to stderr (its log) so far.
   std::string log() const { return ReadFile(log_path_); }
 
@@ -61,6 +63,7 @@ class DaemonProcess {
   std::string address_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int health_port_ = 0;
 };
 
 struct CommandResult {

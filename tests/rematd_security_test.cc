@@ -2,7 +2,7 @@
 // socket's mode and directory checks, stale and live sockets, the refusal
 // of remote endpoints without --allow-remote and TLS, and TLS with and
 // without client certificates (certificates made with openssl at test
-// time).
+// time), and the health-only listener (--health-listen).
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -14,10 +14,12 @@
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/remote_planner.h"
 #include "proto/health.grpc.pb.h"
+#include "proto/remat.grpc.pb.h"
 #include "tests/daemon_harness.h"
 
 namespace remat {
@@ -37,13 +39,16 @@ mode_t ModeOf(const std::string& path) {
   return st.st_mode;
 }
 
-// Health of the whole server over `channel`: "SERVING", or "code N".
-std::string Check(const std::shared_ptr<grpc::Channel>& channel) {
+// Health of `service` ("": the whole server) over `channel`: "SERVING", or
+// "code N".
+std::string Check(const std::shared_ptr<grpc::Channel>& channel,
+                  const std::string& service = "") {
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(5));
   grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
   const grpc::Status s = stub->Check(&context, request, &response);
   if (!s.ok()) return "code " + std::to_string(s.error_code());
@@ -299,6 +304,91 @@ TEST_CASE("TLS with --tls-client-ca refuses a client without a certificate") {
   CHECK(r.exit_code == 0);
   r = RunCommand({remat, "health", "--address", address, "--tls-ca", certs.ca});
   CHECK(r.exit_code == 4);
+}
+
+TEST_CASE("--health-listen serves health only, plaintext, on any address") {
+  using grpc::health::v1::HealthCheckResponse;
+  DaemonProcess::Options options;
+  // Not loopback, and neither --allow-remote nor TLS.
+  options.extra_args = {"--health-listen", "0.0.0.0:0"};
+  DaemonProcess daemon;
+  const absl::Status started = daemon.Start(options);
+  INFO(started.message());
+  REQUIRE(started.ok());
+  REQUIRE(daemon.health_port() > 0);
+  CHECK(daemon.health_port() != daemon.grpc_port());
+  CHECK(Contains(daemon.log(), "health_listening"));
+  const std::string address =
+      "127.0.0.1:" + std::to_string(daemon.health_port());
+  auto channel =
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  CHECK(Check(channel) == "SERVING");
+  CHECK(Check(channel, "remat.v1.Planner") == "SERVING");
+  CHECK(Check(channel, "remat.v1.Nothing") ==
+        "code " + std::to_string(grpc::StatusCode::NOT_FOUND));
+
+  // The Planner is not served there, only on its own endpoint.
+  auto planner = v1::Planner::NewStub(channel);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    v1::ListModelsResponse response;
+    const grpc::Status s =
+        planner->ListModels(&context, v1::ListModelsRequest(), &response);
+    CHECK(s.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    v1::GetPlanRequest request;
+    v1::GetPlanResponse response;
+    CHECK(planner->GetPlan(&context, request, &response).error_code() ==
+          grpc::StatusCode::UNIMPLEMENTED);
+  }
+  CHECK(Check(daemon.address()) == "SERVING");
+
+  // The CLI, as a probe would ask.
+  const std::string remat = testing::Runfile("client/remat");
+  CommandResult r = RunCommand(
+      {remat, "health", "--address", address, "--service", "remat.v1.Planner"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+
+  // SIGTERM: a watcher on the health listener is told NOT_SERVING, then the
+  // stream ends; afterwards nothing answers SERVING.
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext watch;
+  watch.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("remat.v1.Planner");
+  auto reader = health->Watch(&watch, request);
+  HealthCheckResponse response;
+  REQUIRE(reader->Read(&response));
+  CHECK(response.status() == HealthCheckResponse::SERVING);
+  int exit_code = -1;
+  std::thread stop([&] { exit_code = daemon.Signal(SIGTERM); });
+  std::vector<int> seen;
+  while (reader->Read(&response)) seen.push_back(response.status());
+  reader->Finish();
+  stop.join();
+  CHECK(exit_code == 0);
+  CHECK(seen == std::vector<int>{HealthCheckResponse::NOT_SERVING});
+  CHECK(Check(channel) != "SERVING");
+}
+
+TEST_CASE("--health-listen on a port in use stops the start") {
+  DaemonProcess first;
+  REQUIRE(first.Start({}).ok());
+  const std::string error = StartError(
+      {"",
+       "",
+       {"--health-listen", "0.0.0.0:" + std::to_string(first.grpc_port())}});
+  INFO(error);
+  CHECK(Contains(error, "health_listen (--health-listen): cannot serve"));
+  CHECK(Check(first.address()) == "SERVING");
 }
 
 TEST_CASE("unreadable TLS files stop the start, naming the flag") {

@@ -42,6 +42,7 @@ v1::DaemonConfig DefaultDaemonConfig() {
   c.set_grace_seconds(5);
   c.set_reflection(false);
   c.set_port_file("");
+  c.set_health_listen("");
   c.set_worker_threads(4);
   c.set_wal_compact_bytes(int64_t{64} << 20);
   v1::Limits* l = c.mutable_limits();
@@ -182,6 +183,31 @@ absl::Status ValidateDaemonConfig(
     return Bad("tls_client_ca", "--tls-client-ca",
                "client certificates are checked only on a TLS listen; give "
                "--tls-cert FILE --tls-key FILE too");
+  }
+  if (!c.health_listen().empty()) {
+    // Any host: the listener serves health only, which tells nothing but
+    // SERVING or NOT_SERVING, so neither allow_remote nor TLS is needed.
+    std::string host;
+    int port = 0;
+    if (auto s = SplitHostPort(c.health_listen(), &host, &port); !s.ok()) {
+      return Bad("health_listen", "--health-listen", std::string(s.message()));
+    }
+    std::string listen_host;
+    int listen_port = 0;
+    if (port != 0 && !c.listen().empty() &&
+        SplitHostPort(c.listen(), &listen_host, &listen_port).ok() &&
+        port == listen_port) {
+      return Bad("health_listen", "--health-listen",
+                 absl::StrCat("port ", port,
+                              " is listen's; the health listener needs a "
+                              "port of its own"));
+    }
+    if (port != 0 && port == c.metrics_port()) {
+      return Bad("health_listen", "--health-listen",
+                 absl::StrCat("port ", port,
+                              " is metrics_port's; the health listener needs "
+                              "a port of its own"));
+    }
   }
   uint32_t socket_mode = 0;
   if (!ParseSocketMode(c.unix_socket_mode(), &socket_mode)) {
@@ -391,9 +417,15 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
   app->add_option("--wal-compact-bytes", f->wal_compact_bytes,
                   "Compact the write-ahead log past this size (default 64 "
                   "MiB; 0: never)");
+  app->add_option(
+      "--health-listen", f->health_listen,
+      "Plaintext TCP host:port serving only grpc.health.v1.Health (never the "
+      "Planner), for kubelet gRPC probes; any address, no --allow-remote or "
+      "TLS needed: it tells SERVING/NOT_SERVING only (default: off; port 0 "
+      "picks one)");
   app->add_option("--port-file", f->port_file,
-                  "Write {\"grpc_port\":N,\"metrics_port\":M} here once "
-                  "serving");
+                  "Write {\"grpc_port\":N,\"metrics_port\":M,"
+                  "\"health_port\":H} here once serving");
   app->add_option("--max-models", f->max_models, "Models held (default 256)");
   app->add_option("--max-blocks-per-model", f->max_blocks_per_model,
                   "Blocks per model (default 4096)");
@@ -450,6 +482,7 @@ absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
   if (given("--grace-seconds")) config.set_grace_seconds(f.grace_seconds);
   if (given("--reflection")) config.set_reflection(f.reflection);
   if (given("--port-file")) config.set_port_file(f.port_file);
+  if (given("--health-listen")) config.set_health_listen(f.health_listen);
   if (given("--worker-threads")) config.set_worker_threads(f.worker_threads);
   if (given("--wal-compact-bytes")) {
     config.set_wal_compact_bytes(f.wal_compact_bytes);

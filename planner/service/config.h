@@ -79,6 +79,7 @@ struct DaemonFlags {
   double grace_seconds = 0;
   bool reflection = false;
   std::string port_file;
+  std::string health_listen;
   int worker_threads = 0;
   int64_t wal_compact_bytes = 0;
   int max_models = 0;

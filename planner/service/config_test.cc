@@ -130,6 +130,11 @@ TEST_CASE("validation names the field and its flag") {
        "tls_cert (--tls-cert)"},
       {{"--metrics-address", "0.0.0.0"}, "metrics_address (--metrics-address)"},
       {{"--metrics-address", "example.com"}, "metrics_address"},
+      {{"--health-listen", "0.0.0.0"}, "health_listen (--health-listen)"},
+      {{"--health-listen", "0.0.0.0:7421"},
+       "health_listen (--health-listen): port 7421 is listen's"},
+      {{"--health-listen", "[::]:7422"},
+       "health_listen (--health-listen): port 7422 is metrics_port's"},
   };
   for (const Case& c : cases) {
     INFO(c.args[0] << " " << c.args[1]);
@@ -152,6 +157,14 @@ TEST_CASE("validation names the field and its flag") {
   auto unix_only =
       Resolve({"--listen", "", "--unix-socket", "unix:/run/r.sock"});
   REQUIRE(ValidateDaemonConfig(*unix_only, kSolvers).ok());
+  // The health listener may be remote without --allow-remote or TLS: it
+  // serves health only.
+  auto health =
+      Resolve({"--listen", "", "--unix-socket", "/run/r.sock",
+               "--health-listen", "0.0.0.0:7423"});
+  REQUIRE(health->health_listen() == "0.0.0.0:7423");
+  REQUIRE(ValidateDaemonConfig(*health, kSolvers).ok());
+  REQUIRE(DefaultDaemonConfig().health_listen().empty());
   REQUIRE(UnixSocketTarget("/run/r.sock") == "unix:/run/r.sock");
 }
 

@@ -1,5 +1,6 @@
 #include "planner/service/daemon.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/impl/server_builder_option.h>
@@ -30,6 +31,9 @@ constexpr char kPlannerServiceName[] = "remat.v1.Planner";
 // Consecutive sample records of one model are replayed as one AddSamples
 // (one refit) up to this many samples.
 constexpr size_t kReplayBatchSamples = 20000;
+// Largest request the health listener reads: a HealthCheckRequest is a
+// service name.
+constexpr int kHealthMaxMessageBytes = 4096;
 
 // Linking gRPC's reflection library registers its plugin with every server
 // builder (a static initializer), so reflection would always be on; this
@@ -228,6 +232,9 @@ absl::Status Daemon::Start() {
   // measured slower (the two contend for the same sockets), and the
   // workers take everything that could block.
   io_thread_ = std::thread([queue = queue_.get()] { queue->Run(); });
+  if (!config_.health_listen().empty()) {
+    if (auto s = StartHealthListener(); !s.ok()) return s;
+  }
 
   if (config_.metrics_port() >= 0) {
     http_ = std::make_unique<HttpServer>(
@@ -322,8 +329,62 @@ absl::Status Daemon::Start() {
             {"unix_socket_mode", config_.unix_socket_mode()},
             {"metrics_address", config_.metrics_address()},
             {"metrics_port", metrics_port_},
+            {"health_listen", config_.health_listen()},
+            {"health_port", health_port_},
             {"state_dir", config_.state_dir()}});
   return absl::OkStatus();
+}
+
+absl::Status Daemon::StartHealthListener() {
+  // A server of its own, so that this port serves grpc.health.v1.Health and
+  // nothing else: it is plaintext and may be bound to any address (kubelet
+  // gRPC probes dial the pod IP without TLS), which is safe only because
+  // health tells SERVING or NOT_SERVING and no data. It answers from
+  // health_'s statuses, so both flip together.
+  health_listener_ = health_.Share();
+  grpc::ServerBuilder builder;
+  // Never reflection, whatever the config says.
+  builder.SetOption(std::make_unique<WithoutReflection>());
+  builder.SetMaxReceiveMessageSize(kHealthMaxMessageBytes);
+  // gRPC sets SO_REUSEPORT by default, with which a port that another
+  // listener holds (this rematd's gRPC, another rematd) would be shared
+  // with it instead of refused.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(health_listener_->async_service());
+  builder.AddListeningPort(config_.health_listen(),
+                           grpc::InsecureServerCredentials(), &health_port_);
+  health_queue_ = std::make_unique<ServingQueue>(builder.AddCompletionQueue());
+  health_server_ = builder.BuildAndStart();
+  if (health_server_ == nullptr || health_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "health_listen (--health-listen): cannot serve on \"",
+        config_.health_listen(), "\" (in use or no permission)"));
+  }
+  health_listener_->Serve(health_queue_.get());
+  health_io_thread_ =
+      std::thread([queue = health_queue_.get()] { queue->Run(); });
+  LogEvent(spdlog::level::info, "health_listening",
+           {{"health_listen", config_.health_listen()},
+            {"health_port", health_port_},
+            {"serves", "grpc.health.v1.Health only"},
+            {"tls", false}});
+  return absl::OkStatus();
+}
+
+void Daemon::StopHealthListener() {
+  // health_ is NOT_SERVING for good and its watchers have been told; the
+  // listener answered that until now. Check answers at once: no grace.
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+  }
+  if (health_queue_ != nullptr) {
+    health_queue_->Shutdown();
+    if (health_io_thread_.joinable()) {
+      health_io_thread_.join();
+    } else {
+      health_queue_->Run();  // Start failed before its I/O thread
+    }
+  }
 }
 
 absl::Status Daemon::WritePortFile() const {
@@ -332,7 +393,8 @@ absl::Status Daemon::WritePortFile() const {
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << "{\"grpc_port\":" << grpc_port_
-        << ",\"metrics_port\":" << metrics_port_ << ",\"pid\":" << ::getpid()
+        << ",\"metrics_port\":" << metrics_port_
+        << ",\"health_port\":" << health_port_ << ",\"pid\":" << ::getpid()
         << "}\n";
     if (!out) {
       return absl::InternalError(absl::StrCat("port_file: cannot write ", tmp));
@@ -414,6 +476,7 @@ void Daemon::Shutdown() {
       queue_->Run();  // Start failed before the I/O thread
     }
   }
+  StopHealthListener();
   if (http_ != nullptr) http_->Stop();
   if (server_ != nullptr) {
     LogEvent(spdlog::level::info, "stopped",

@@ -1,15 +1,18 @@
 // rematd as a library: the planning core, the gRPC server (Planner, health,
-// optional reflection), the metrics endpoint and the write-ahead log, with
-// the start and shutdown sequences. rematd_main.cc adds flags and signals;
+// optional reflection), the health-only gRPC server (health_listen), the
+// metrics endpoint and the write-ahead log, with the start and shutdown
+// sequences. rematd_main.cc adds flags and signals;
 // benchmarks embed it directly.
 //
 // Start: bind every endpoint (TCP over TLS when tls_cert is set; the unix
 // socket after its directory is checked and a stale socket removed, with
-// unix_socket_mode from the start: see unix_socket.h), health NOT_SERVING
-// -> replay the log into the core (refits; a torn or corrupt tail is cut
-// off with a warning) -> health SERVING -> write the port file.
-// Shutdown: health NOT_SERVING -> stop accepting, give in-flight calls up to
-// grace_seconds -> stop metrics. Every acknowledged write is already synced,
+// unix_socket_mode from the start: see unix_socket.h; the health listener,
+// plaintext, with the Health service only), health NOT_SERVING -> replay
+// the log into the core (refits; a torn or corrupt tail is cut off with a
+// warning) -> health SERVING -> write the port file.
+// Shutdown: health NOT_SERVING (on every endpoint at once) -> stop
+// accepting, give in-flight calls up to grace_seconds -> stop the health
+// listener (it answers NOT_SERVING until then) -> stop metrics. Every acknowledged write is already synced,
 // so there is nothing left to flush.
 //
 // Thread safety: Start once; Shutdown and Wait may be called from any
@@ -48,6 +51,7 @@ class Daemon {
   // Bound ports (after Start); 0 when that endpoint is off.
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  int health_port() const { return health_port_; }
   // What the log replay found (after Start).
   const WalRecovery& recovery() const { return recovery_; }
 
@@ -64,6 +68,9 @@ class Daemon {
   void ServePlanner();
   HttpResponse HandleHttp(const std::string& path);
   absl::Status WritePortFile() const;
+  // Binds health_listen: a server of its own with only health_listener_.
+  absl::Status StartHealthListener();
+  void StopHealthListener();
 
   const v1::DaemonConfig config_;
   std::unique_ptr<PlannerCore> core_;
@@ -77,10 +84,17 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<WorkerPool> workers_;
   std::thread io_thread_;
+  // The health listener (health_listen): health_'s statuses, served by a
+  // server that has no other service. Declared in the same order.
+  std::unique_ptr<HealthService> health_listener_;
+  std::unique_ptr<ServingQueue> health_queue_;
+  std::unique_ptr<grpc::Server> health_server_;
+  std::thread health_io_thread_;
   std::unique_ptr<HttpServer> http_;
   WalRecovery recovery_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int health_port_ = 0;
   std::atomic<bool> serving_{false};
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;

@@ -178,7 +178,14 @@ void HealthService::State::NotifyWatchers() {
 HealthService::HealthService(int max_watchers)
     : state_(std::make_shared<State>(static_cast<size_t>(max_watchers))) {}
 
+HealthService::HealthService(std::shared_ptr<State> state)
+    : state_(std::move(state)) {}
+
 HealthService::~HealthService() = default;
+
+std::unique_ptr<HealthService> HealthService::Share() {
+  return std::unique_ptr<HealthService>(new HealthService(state_));
+}
 
 void HealthService::Serve(ServingQueue* queue) {
   UnaryMethod<HealthCheckRequest, HealthCheckResponse> check;

@@ -39,6 +39,12 @@ class HealthService final {
   // Starts answering Check and Watch on `queue` (after the server started).
   void Serve(ServingQueue* queue);
 
+  // Another service with its own async service (to register with a second
+  // server) that answers from these statuses: a status set through either
+  // is answered by both at once, and Shutdown of either shuts both down.
+  // Watchers of both count against one max_watchers.
+  std::unique_ptr<HealthService> Share();
+
   void SetServingStatus(const std::string& service, bool serving);
   // Sets every known service NOT_SERVING for good and ends every Watch once
   // it has been told, so the server's shutdown need not wait for watchers.
@@ -47,9 +53,11 @@ class HealthService final {
   grpc::Status Check(const grpc::health::v1::HealthCheckRequest& request,
                      grpc::health::v1::HealthCheckResponse* response) const;
 
-  struct State;  // shared with the calls in flight
+  struct State;  // shared with the calls in flight and with Share()
 
  private:
+  explicit HealthService(std::shared_ptr<State> state);
+
   grpc::health::v1::Health::AsyncService async_service_;
   std::shared_ptr<State> state_;
 };
