@@ -3,13 +3,17 @@
 
 * The ConfigMap's config (deploy/k8s/configmap.yaml) is valid for the real
   rematd (`rematd --validate-config`), and rematd starts with it.
-* Its metrics port and address, unix socket (path and mode), state directory
-  and TCP port (when it has one) agree with the DaemonSet's container ports,
-  probes, scrape annotations, config mount and host directories, and with
-  the example trainer pod's socket address and groups.
+* Its metrics port and address, unix socket (path and mode), state directory,
+  TCP port (when it has one) and health listener port agree with the
+  DaemonSet's container ports, probes, scrape annotations, config mount and
+  host directories, and with the example trainer pod's socket address and
+  groups. gRPC probes dial the health listener (health_listen, plaintext
+  and health only) and ask for service names rematd registers.
 * Every probe passes against the running rematd: exec probes run their own
   `remat health` command (on the test's socket), gRPC probes are asked with
-  `remat health --service` on the TCP port.
+  `remat health --address 127.0.0.1:PORT --service S` on the started
+  daemon's health listener (the config's host, port 0), which must not
+  serve the Planner.
 * The systemd unit has its hardening keys, its directories agree with
   deploy/rematd.example.json, and `systemd-analyze verify` (when present)
   has nothing to say about it.
@@ -39,7 +43,11 @@ except ImportError:
     sys.exit("FAIL: no PyYAML for /usr/bin/python3: install python3-yaml (./setup.sh)")
 
 # Config keys in which the ConfigMap may differ from rematd.example.json.
-K8S_ONLY = ("allow_remote", "metrics_address", "unix_socket_mode")
+K8S_ONLY = ("allow_remote", "metrics_address", "unix_socket_mode",
+            "health_listen")
+# The health service names rematd registers (planner/service/daemon.cc):
+# "" is the whole server.
+HEALTH_SERVICES = ("", "remat.v1.Planner")
 FAILURES = []
 
 
@@ -111,7 +119,7 @@ def volume(pod_spec, name):
 class Rematd:
     """The real rematd, started with a config file plus overrides."""
 
-    def __init__(self, binary, config_path, tmp, tcp):
+    def __init__(self, binary, config_path, tmp, tcp, health_host=None):
         self.tmp = tmp
         self.port_file = os.path.join(tmp, "ports.json")
         self.socket = os.path.join(tmp, "rematd.sock")
@@ -125,6 +133,11 @@ class Rematd:
                "--port-file", self.port_file]
         if tcp:
             cmd += ["--listen", "127.0.0.1:0"]
+        if health_host is not None:
+            # The config's host (0.0.0.0: no --allow-remote or TLS needed),
+            # a free port.
+            h = f"[{health_host}]" if ":" in health_host else health_host
+            cmd += ["--health-listen", f"{h}:0"]
         self.proc = subprocess.Popen(cmd, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         self.ports = None
@@ -352,6 +365,9 @@ def check_manifests(k8s, config, cm, ds, trainer, netpol):
     """Returns {probe kind: (command or None, service)} for the live checks."""
     listen = config.get("listen", "127.0.0.1:7421")
     listen_port = split_host_port(listen)[1] if listen else None
+    health_listen = config.get("health_listen", "")
+    health_host, health_port = (split_host_port(health_listen)
+                                if health_listen else (None, None))
     metrics_port = config["metrics_port"]
     metrics_address = config.get("metrics_address", "127.0.0.1")
     socket_path = config["unix_socket"]
@@ -417,6 +433,17 @@ def check_manifests(k8s, config, cm, ds, trainer, netpol):
         check(listen_port in ports,
               f"daemonset: rematd does not declare containerPort {listen_port} "
               f"(listen {listen})")
+    if health_port is not None:
+        check(health_port > 0,
+              f"configmap: health_listen {health_listen} is not a fixed port; "
+              "the gRPC probes need one")
+        check(health_port in ports,
+              f"daemonset: rematd does not declare containerPort {health_port} "
+              f"(health_listen {health_listen})")
+        # Kubelet dials the pod IP.
+        check(not is_loopback(health_host),
+              f"configmap: health_listen {health_listen} is loopback; kubelet's "
+              "gRPC probes dial the pod IP")
 
     probes = {}
     for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -424,11 +451,18 @@ def check_manifests(k8s, config, cm, ds, trainer, netpol):
         if not check(probe is not None, f"daemonset: rematd has no {kind}"):
             continue
         if "grpc" in probe:
+            # Kubelet dials in plaintext, which only the health listener
+            # answers on a non-loopback address (a remote listen needs TLS).
             g = probe["grpc"]
-            check(listen_port is not None and g.get("port") == listen_port,
+            check(health_port is not None and g.get("port") == health_port,
                   f"daemonset: {kind} is a gRPC probe on port {g.get('port')}, "
-                  f"but listen is {listen!r}")
-            probes[kind] = (None, g.get("service", ""))
+                  f"but health_listen is {health_listen!r}: kubelet dials the "
+                  "pod IP in plaintext, which only the health listener answers")
+            service = g.get("service", "")
+            check(service in HEALTH_SERVICES,
+                  f"daemonset: {kind} asks for service {service!r}; rematd "
+                  f"registers {list(HEALTH_SERVICES)}")
+            probes[kind] = (None, service, probe.get("timeoutSeconds", 1))
             continue
         asked = probe_health_command(probe)
         if not check(asked is not None,
@@ -439,10 +473,17 @@ def check_manifests(k8s, config, cm, ds, trainer, netpol):
         check(address == "unix:" + socket_path,
               f"daemonset: {kind} asks {address}, rematd's socket is "
               f"unix:{socket_path}")
-        probes[kind] = (probe["exec"]["command"], service)
+        check(service in HEALTH_SERVICES,
+              f"daemonset: {kind} asks for service {service!r}; rematd "
+              f"registers {list(HEALTH_SERVICES)}")
+        probes[kind] = (probe["exec"]["command"], service, None)
     check(probes.get("readinessProbe", (None, None))[1] == "remat.v1.Planner",
           "daemonset: readiness should ask for remat.v1.Planner, got "
           f"{probes.get('readinessProbe', (None, None))[1]!r}")
+    for kind in ("startupProbe", "livenessProbe"):
+        check(probes.get(kind, (None, None))[1] == "",
+              f"daemonset: {kind} should ask for the whole server (\"\"), got "
+              f"{probes.get(kind, (None, None))[1]!r}")
 
     for path, what in ((state_dir, "state_dir"), (socket_dir, "unix_socket's directory")):
         m = mount_at(rematd, path)
@@ -558,16 +599,29 @@ def main():
 
         check_unit(os.path.join(deploy, "rematd.service"), example, a.rematd, tmp)
 
-        daemon = Rematd(a.rematd, config_path, tmp, bool(config.get("listen")))
+        health_listen = config.get("health_listen", "")
+        daemon = Rematd(a.rematd, config_path, tmp, bool(config.get("listen")),
+                        split_host_port(health_listen)[0] if health_listen else None)
         if not daemon.wait_serving():
             fail("rematd did not start with the ConfigMap's config:\n"
                  + daemon.log_text())
             return
-        for kind, (command, service) in sorted(probes.items()):
-            if command is None:  # a gRPC probe: ask the TCP port
+        health_port = daemon.ports.get("health_port", 0)
+        if health_listen:
+            check(health_port > 0,
+                  f"rematd's port file names no health port: {daemon.ports}")
+            check("health_listening" in daemon.log_text(),
+                  "rematd logged no health_listening line")
+            # The probes' port exposes no Planner.
+            r = run([a.remat, "models", "--address", f"127.0.0.1:{health_port}"])
+            check(r.returncode != 0 and "UNIMPLEMENTED" in r.stdout.upper(),
+                  f"remat models on the health port {health_port} did not fail "
+                  f"UNIMPLEMENTED: exit {r.returncode}: {r.stdout.strip()}")
+        for kind, (command, service, timeout_s) in sorted(probes.items()):
+            if command is None:  # a gRPC probe: ask the health listener
                 cmd = [a.remat, "health", "--address",
-                       f"127.0.0.1:{daemon.ports['grpc_port']}",
-                       "--service", service]
+                       f"127.0.0.1:{health_port}", "--service", service,
+                       "--timeout-ms", str(int(timeout_s * 1000))]
             else:  # the probe's own command, on the test's socket
                 cmd = [a.remat] + list(command[1:])
                 cmd[cmd.index("--address") + 1] = "unix:" + daemon.socket
