@@ -466,8 +466,12 @@ void Daemon::Shutdown() {
     server_->Shutdown(deadline);
   }
   // Every call has ended or been cancelled; the workers finish what they
-  // hold (their answers complete on the queue), then the queue drains.
-  workers_.reset();
+  // hold (their answers complete on the queue). The queue may still hold
+  // calls accepted before that, which the I/O thread hands to the workers,
+  // so the pool outlives the I/O thread: the queue drains, then the pool
+  // goes (an answer after the queue's shutdown is refused by StartOp and
+  // frees its call).
+  if (workers_ != nullptr) workers_->Drain();
   if (queue_ != nullptr) {
     queue_->Shutdown();
     if (io_thread_.joinable()) {
@@ -476,6 +480,7 @@ void Daemon::Shutdown() {
       queue_->Run();  // Start failed before the I/O thread
     }
   }
+  workers_.reset();
   StopHealthListener();
   if (http_ != nullptr) http_->Stop();
   if (server_ != nullptr) {
