@@ -252,20 +252,22 @@ class FittedEstimator final : public Estimator {
 
     std::vector<std::string> reasons;
     // A clamped prediction would under-predict: not a number to plan on.
-    auto clamped = [&](const Estimate& e, const std::string& what) {
+    // (The reason is built only when it applies: this runs per plan.)
+    auto clamped = [&](const Estimate& e, const std::string& owner,
+                       const char* what) {
       if (e.upper >= kMaxPredicted) {
         reasons.push_back(absl::StrCat(
-            what, " is predicted beyond 2^48, the largest the planner "
-                  "represents"));
+            owner, what, " is predicted beyond 2^48, the largest the "
+                         "planner represents"));
       }
     };
     for (size_t b = 0; b < model_.blocks.size(); ++b) {
       const std::string& name = model_.blocks[b].name;
-      clamped(p.blocks[b].act_bytes, absl::StrCat(name, ".act_bytes"));
-      clamped(p.blocks[b].input_bytes, absl::StrCat(name, ".input_bytes"));
-      clamped(p.blocks[b].forward_ns, absl::StrCat(name, ".forward_ns"));
+      clamped(p.blocks[b].act_bytes, name, ".act_bytes");
+      clamped(p.blocks[b].input_bytes, name, ".input_bytes");
+      clamped(p.blocks[b].forward_ns, name, ".forward_ns");
     }
-    clamped(p.base_bytes, "base_bytes");
+    clamped(p.base_bytes, "", "base_bytes");
     if (calibration > kMaxCalibrationBytes) {
       reasons.push_back(
           "calibration from reported peaks exceeds 2^60 bytes for this batch");

@@ -19,7 +19,15 @@ std::vector<int64_t> BucketFeatures(const Features& features,
     // The relative slack absorbs floating-point noise (0.3 / 0.1 is
     // 2.9999999999999996), so an exact multiple stays in its own bucket.
     const double steps = std::ceil(features[i] / g - 1e-9);
-    bucket[i] = static_cast<int64_t>(std::ceil(steps * g - 1e-9));
+    double rounded = std::ceil(steps * g - 1e-9);
+    // A granularity tiny next to the feature overflows the division; a huge
+    // one either rounds past int64 or, with the slack, down to 0. Then the
+    // bucket is the feature itself rounded up: never below the feature.
+    if (!(rounded >= features[i] * (1 - 1e-12) &&
+          rounded <= 4611686018427387904.0)) {  // 2^62
+      rounded = std::ceil(features[i]);
+    }
+    bucket[i] = static_cast<int64_t>(rounded);
   }
   return bucket;
 }

@@ -15,7 +15,8 @@ namespace remat {
 
 // Rounds each feature up to a multiple of its granularity (> 0), so a plan
 // cached for a bucket is sized for the bucket's largest member.
-// Precondition: granularity.size() == features.size().
+// Preconditions: granularity.size() == features.size(); every feature in
+// ValidateFeatures' range.
 std::vector<int64_t> BucketFeatures(const Features& features,
                                     const std::vector<double>& granularity);
 

@@ -150,5 +150,15 @@ TEST_CASE("concurrent lookups, inserts and invalidations stay consistent") {
   CHECK(s.evictions > 0);
 }
 
+TEST_CASE("granularities far from the feature's scale never overflow") {
+  // Found by fuzzing the config: 100 / 1e-305 is inf.
+  CHECK(BucketFeatures({100, 0.5}, {1e-305, 1e-305}) ==
+        std::vector<int64_t>{100, 1});
+  // A step far beyond int64: the feature itself, rounded up.
+  CHECK(BucketFeatures({9007199254740992.0}, {1e300}) ==
+        std::vector<int64_t>{int64_t{1} << 53});
+  CHECK(BucketFeatures({3}, {1e300}) == std::vector<int64_t>{3});
+}
+
 }  // namespace
 }  // namespace remat

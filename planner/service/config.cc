@@ -322,15 +322,23 @@ absl::Status ValidateDaemonConfig(
     return Bad("core.plan_cache_capacity", "--plan-cache-capacity",
                "must be >= 1");
   }
+  // A bucket is a whole number of granularity steps up to a feature's
+  // largest value (2^53): steps finer than 1e-6 or coarser than 2^53 mean
+  // nothing there.
+  auto granularity_ok = [](double g) {
+    return g >= 1e-6 && g <= 9007199254740992.0;  // false for NaN too
+  };
   for (const auto& kv : k.granularity()) {
-    if (!std::isfinite(kv.second) || kv.second <= 0) {
+    if (!granularity_ok(kv.second)) {
       return Bad(absl::StrCat("core.granularity[\"", kv.first, "\"]"),
-                 "--granularity", absl::StrCat("must be > 0, got ", kv.second));
+                 "--granularity",
+                 absl::StrCat(kv.second, " is outside [1e-6, 2^53]"));
     }
   }
-  if (!std::isfinite(k.default_granularity()) || k.default_granularity() <= 0) {
+  if (!granularity_ok(k.default_granularity())) {
     return Bad("core.default_granularity", "",
-               absl::StrCat("must be > 0, got ", k.default_granularity()));
+               absl::StrCat(k.default_granularity(),
+                            " is outside [1e-6, 2^53]"));
   }
   if (!std::isfinite(k.margin_fraction()) || k.margin_fraction() < 0 ||
       k.margin_fraction() >= 1) {

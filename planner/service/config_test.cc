@@ -118,6 +118,9 @@ TEST_CASE("validation names the field and its flag") {
       {{"--default-solver", "quantum"}, "core.default_solver"},
       {{"--margin-fraction", "1.5"}, "core.margin_fraction"},
       {{"--granularity", "seq=0"}, "core.granularity[\"seq\"]"},
+      {{"--granularity", "seq=1e-305"},
+       "core.granularity[\"seq\"] (--granularity): 1e-305 is outside "
+       "[1e-6, 2^53]"},
       {{"--unix-socket-mode", "0860"}, "unix_socket_mode (--unix-socket-mode)"},
       {{"--unix-socket-mode", "4660"}, "unix_socket_mode"},
       {{"--listen", "0.0.0.0:7421", "--allow-remote"},
