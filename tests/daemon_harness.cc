@@ -1,5 +1,6 @@
 #include "tests/daemon_harness.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -111,12 +113,13 @@ absl::Status DaemonProcess::Start(const Options& options) {
   const std::string port_file = dir_ + "/ports.json";
   unlink(port_file.c_str());
   std::vector<std::string> argv = {Runfile("planner/service/rematd"),
-                                   "--metrics-port",
-                                   "0",
-                                   "--port-file",
-                                   port_file,
-                                   "--grace-seconds",
-                                   "2"};
+                                   "--metrics-port", "0", "--port-file",
+                                   port_file};
+  // A short grace keeps tests quick; a test may ask for its own.
+  if (std::find(options.extra_args.begin(), options.extra_args.end(),
+                "--grace-seconds") == options.extra_args.end()) {
+    argv.insert(argv.end(), {"--grace-seconds", "2"});
+  }
   if (options.unix_socket.empty()) {
     argv.insert(argv.end(), {"--listen", options.listen});
   } else {

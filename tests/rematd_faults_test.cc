@@ -210,7 +210,11 @@ TEST_CASE("SIGTERM under load: calls in flight finish, acknowledged is durable")
   const std::string state = testing::MakeTempDir() + "/state";
   const ModelSpec spec = testing::TestModel("m", 4);
   DaemonProcess daemon;
-  const absl::Status started = daemon.Start({state});
+  // Calls in flight at SIGTERM get the grace period to finish; a generous
+  // one, so that they do on a loaded machine too (past it they would be
+  // cancelled, as documented).
+  const absl::Status started =
+      daemon.Start({state, "", {"--grace-seconds", "60"}});
   INFO(started.message());
   REQUIRE(started.ok());
   {
