@@ -376,7 +376,15 @@ absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
                                            uint64_t out_of_memory) {
   auto found = impl_->Find(model);
   if (!found.ok()) return found.status();
+  if (out_of_memory > outcomes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "out_of_memory: ", out_of_memory, " exceeds outcomes (", outcomes,
+        "); out-of-memory steps are outcomes too"));
+  }
   std::lock_guard lock((*found)->mu);
+  if ((*found)->outcomes + outcomes < outcomes) {
+    return absl::InvalidArgumentError("outcomes: the count would overflow");
+  }
   (*found)->outcomes += outcomes;
   (*found)->out_of_memory += out_of_memory;
   return absl::OkStatus();

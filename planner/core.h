@@ -152,7 +152,8 @@ class PlannerCore {
   absl::Status ReportOutcome(const Outcome& outcome,
                              const CommitHook& commit = nullptr);
   // Adds outcomes to the model's counters (ModelState) without feeding
-  // calibration: what log compaction folded away. NOT_FOUND.
+  // calibration: what log compaction folded away. NOT_FOUND; INVALID_ARGUMENT
+  // when out_of_memory exceeds outcomes or the count would overflow.
   absl::Status AddOutcomeCounts(const std::string& model, uint64_t outcomes,
                                 uint64_t out_of_memory);
 

@@ -135,6 +135,22 @@ TEST_CASE("a recorded verdict rebuilds the same model however batched") {
   CHECK(pa->plan->predicted_peak_bytes == pb->plan->predicted_peak_bytes);
 }
 
+TEST_CASE("outcome tallies cannot hold more OOMs than outcomes") {
+  // Found by fuzzing the log replay: such a tally was taken, then dropped
+  // by compaction, so a restart changed the counts.
+  PlannerCore core;
+  REQUIRE(core.RegisterModel(Spec()).ok());
+  CHECK(absl::IsInvalidArgument(core.AddOutcomeCounts("enc", 0, 2)));
+  CHECK(absl::IsInvalidArgument(core.AddOutcomeCounts("enc", 1, 3)));
+  REQUIRE(core.AddOutcomeCounts("enc", 5, 2).ok());
+  CHECK(absl::IsInvalidArgument(
+      core.AddOutcomeCounts("enc", ~uint64_t{0}, 0)));
+  auto state = core.GetModelState("enc");
+  REQUIRE(state.ok());
+  CHECK(state->outcomes == 5);
+  CHECK(state->out_of_memory == 2);
+}
+
 TEST_CASE("registration is idempotent for the same shape only") {
   PlannerCore core;
   REQUIRE(core.RegisterModel(Spec()).ok());

@@ -14,6 +14,7 @@
 // through ApplyWalRecord into a fresh core; the records it accepts must be
 // accepted again on a second replay, and their compaction
 // (CompactWalRecords) must rebuild the same model states.
+#include <cstdio>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -204,6 +205,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   remat::PlannerCore compacted;
   for (const remat::v1::WalRecord& r : remat::CompactWalRecords(accepted)) {
     REMAT_FUZZ_CHECK(remat::ApplyWalRecord(&compacted, r).ok());
+  }
+  if (States(compacted) != state) {
+    for (const remat::PlannerCore* c : {&core, &compacted}) {
+      for (const std::string& name : c->ListModels()) {
+        remat::v1::GetModelStateResponse proto;
+        remat::ModelStateToProto(*c->GetModelState(name),
+                                 remat::PlanCacheStats{}, &proto);
+        proto.clear_cache();
+        std::fprintf(stderr, "%s\n", proto.ShortDebugString().c_str());
+      }
+      std::fprintf(stderr, "--\n");
+    }
   }
   REMAT_FUZZ_CHECK(States(compacted) == state);
   return 0;
