@@ -256,10 +256,13 @@ TEST_CASE("SIGTERM under load: calls in flight finish, acknowledged is durable")
   stop = true;
   for (std::thread& c : clients) c.join();
   // A call either finished or was refused as UNAVAILABLE (retry elsewhere
-  // or later); nothing else.
+  // or later). A call that reaches rematd in the instant its queue shuts
+  // down may still end CANCELLED (also a retry for the client; nothing of
+  // it was acknowledged, which the restart below checks); nothing else.
   for (const auto& [code, n] : codes) {
     INFO("code " << code << " x" << n);
-    CHECK(code == grpc::StatusCode::UNAVAILABLE);
+    CHECK((code == grpc::StatusCode::UNAVAILABLE ||
+           code == grpc::StatusCode::CANCELLED));
   }
   CHECK(plans > 0);
   DaemonProcess restarted;
