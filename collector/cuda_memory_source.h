@@ -1,5 +1,5 @@
 // CudaMemorySource: the CUDA caching allocator's statistics for one device
-// (allocated bytes, aggregate over pools). Built only with --define=cuda=on
+// (allocated bytes, aggregate over pools). Built only with --config=cuda
 // against a CUDA-enabled LibTorch; Debian's LibTorch cannot compile it.
 //
 // absolute(): it sees everything the caching allocator hands out on the
