@@ -1,0 +1,145 @@
+# Sourced by tests/gpu_check.sh and bench/gpu_e2e.sh: builds remat's
+# LibTorch code with the C++ compiler alone (a GPU machine has no Bazel)
+# against the LibTorch inside $PYTHON's PyTorch, CUDA included when that
+# PyTorch has it. The caller sets NAME (for messages) and calls, in order:
+#
+#   gpu_probe            finds PyTorch (or skips: exit 77); sets TORCH_ROOT,
+#                        TORCH_VERSION, TORCH_CUDA, HAVE_GPU (0/1), WITH_CUDA
+#   gpu_compile SRC...   compiles every source, $JOBS at a time
+#   gpu_link OUT SRC...  links OUT from the objects of those sources
+#   gpu_require_gpu      exits 77, saying so, when there is no GPU: what a
+#                        run on a machine without one (CI's rehearsal) ends
+#                        with, after everything has been compiled and linked
+#
+# Besides PyTorch it needs a C++20 compiler ($CXX, default g++; LibTorch
+# 2.15's headers need C++20) and the headers and libraries the build takes
+# from Debian elsewhere: abseil (headers and libabsl_*.so), Eigen 3,
+# nlohmann/json, CLI11 and Catch2 v2. They come from $REMAT_GPU_DEPS, a
+# folder that tests/gpu_deps.sh fills from this machine's Debian packages
+# (include/ and lib/), or else from the system (/usr).
+#
+# Environment: PYTHON (python3), CXX (g++), REMAT_GPU_DEPS, REMAT_GPU_BUILD_DIR
+# (default: a fresh temporary folder), REMAT_GPU_JOBS (nproc).
+
+PYTHON=${PYTHON:-python3}
+CXX=${CXX:-g++}
+BUILD_DIR=${REMAT_GPU_BUILD_DIR:-$(mktemp -d)}
+JOBS=${REMAT_GPU_JOBS:-$(nproc)}
+
+skip() { echo "$NAME: SKIPPED: $*"; exit 77; }
+fail() { echo "$NAME: FAILED: $*" >&2; exit 1; }
+
+gpu_probe() {
+  command -v "$PYTHON" >/dev/null || skip "no $PYTHON, so no PyTorch"
+  local probe='import os, torch
+print(os.path.dirname(torch.__file__))
+print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
+print(torch.__version__)
+print(torch.version.cuda or "")
+print(int(torch.cuda.is_available()))'
+  local info
+  info=$("$PYTHON" -c "$probe" 2>/dev/null) ||
+    skip "PyTorch is not installed for $PYTHON"
+  TORCH_ROOT=$(sed -n 1p <<<"$info")
+  CXX11_ABI=$(sed -n 2p <<<"$info")
+  TORCH_VERSION=$(sed -n 3p <<<"$info")
+  TORCH_CUDA=$(sed -n 4p <<<"$info")
+  HAVE_GPU=$(sed -n 5p <<<"$info")
+  WITH_CUDA=0
+  if [ -n "$TORCH_CUDA" ] && [ -e "$TORCH_ROOT/lib/libc10_cuda.so" ]; then
+    WITH_CUDA=1
+  fi
+  echo "$NAME: PyTorch $TORCH_VERSION (CUDA ${TORCH_CUDA:-none}) at $TORCH_ROOT;" \
+    "GPU visible: $([ "$HAVE_GPU" = 1 ] && echo yes || echo no)"
+
+  command -v "$CXX" >/dev/null || fail "no C++ compiler ($CXX); set CXX"
+  local deps=${REMAT_GPU_DEPS:-/usr}
+  DEPS_INCLUDE=$deps/include
+  [ -e "$DEPS_INCLUDE/absl/status/status.h" ] ||
+    fail "abseil headers not found under $DEPS_INCLUDE; run tests/gpu_deps.sh and set REMAT_GPU_DEPS"
+  DEPS_LIB=""
+  local d
+  for d in "$deps/lib" "$deps/lib/x86_64-linux-gnu" "$deps/lib64"; do
+    if ls "$d"/libabsl_status.so* >/dev/null 2>&1; then DEPS_LIB=$d; break; fi
+  done
+  [ -n "$DEPS_LIB" ] || fail "libabsl_status.so not found under $deps; set REMAT_GPU_DEPS"
+  for d in catch2/catch.hpp eigen3/Eigen/Dense nlohmann/json.hpp CLI/CLI.hpp; do
+    [ -e "$DEPS_INCLUDE/$d" ] || fail "$d not found under $DEPS_INCLUDE; set REMAT_GPU_DEPS"
+  done
+
+  CXXFLAGS=(-std=c++20 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$CXX11_ABI" -I.
+    -isystem "$TORCH_ROOT/include"
+    -isystem "$TORCH_ROOT/include/torch/csrc/api/include")
+  # /usr/include is searched already; naming it with -isystem would break
+  # the C++ library's #include_next.
+  [ "$(realpath "$DEPS_INCLUDE")" = /usr/include ] || CXXFLAGS+=(-isystem "$DEPS_INCLUDE")
+  LIBS=(-L"$TORCH_ROOT/lib" -Wl,-rpath,"$TORCH_ROOT/lib" -Wl,--no-as-needed
+    -ltorch -ltorch_cpu -lc10)
+  if [ "$WITH_CUDA" = 1 ]; then
+    CXXFLAGS+=(-DREMAT_WITH_CUDA)
+    LIBS+=(-ltorch_cuda -lc10_cuda)
+  fi
+  LIBS+=(-Wl,--as-needed -L"$DEPS_LIB" -Wl,-rpath,"$DEPS_LIB")
+  local l
+  for l in statusor status cord cordz_info cord_internal cordz_functions \
+           cordz_handle exponential_biased hash city low_level_hash \
+           raw_hash_set hashtablez_sampler bad_optional_access \
+           bad_variant_access str_format_internal synchronization \
+           graphcycles_internal stacktrace symbolize debugging_internal \
+           demangle_internal malloc_internal time civil_time time_zone \
+           strings strings_internal strerror throw_delegate base \
+           spinlock_wait int128 raw_logging_internal log_severity; do
+    LIBS+=(-labsl_$l)
+  done
+  LIBS+=(-lpthread)
+  mkdir -p "$BUILD_DIR"
+}
+
+_obj() { echo "$BUILD_DIR/$(tr / _ <<<"${1%.cc}").o"; }
+
+# Sources that need CUDA (collector/cuda_memory_source.cc) are left out of
+# a build against a PyTorch without it.
+gpu_sources() {
+  local src
+  for src in "$@"; do
+    if [ "$WITH_CUDA" = 1 ] || [ "$src" != collector/cuda_memory_source.cc ]; then
+      echo "$src"
+    fi
+  done
+}
+
+gpu_compile() {
+  local srcs src obj status=0
+  mapfile -t srcs < <(gpu_sources "$@")
+  echo "$NAME: compiling ${#srcs[@]} files in $BUILD_DIR ($JOBS at a time)"
+  for src in "${srcs[@]}"; do
+    obj=$(_obj "$src")
+    rm -f "$obj.ok"
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+    ( "$CXX" "${CXXFLAGS[@]}" -c "$src" -o "$obj" && touch "$obj.ok" ) \
+      >"$obj.log" 2>&1 &
+  done
+  wait || true
+  for src in "${srcs[@]}"; do
+    obj=$(_obj "$src")
+    if [ ! -e "$obj.ok" ]; then
+      echo "$NAME: compiling $src failed:" >&2
+      head -60 "$obj.log" >&2
+      status=1
+    fi
+  done
+  [ "$status" = 0 ] || fail "compilation"
+}
+
+gpu_link() {
+  local out=$1 objs=() src
+  shift
+  while read -r src; do objs+=("$(_obj "$src")"); done < <(gpu_sources "$@")
+  "$CXX" -o "$out" "${objs[@]}" "${LIBS[@]}" || fail "linking $(basename "$out")"
+  echo "$NAME: linked $out"
+}
+
+gpu_require_gpu() {
+  [ "$WITH_CUDA" = 1 ] || skip "built and linked against PyTorch $TORCH_VERSION without CUDA; the GPU part did not run"
+  [ "$HAVE_GPU" = 1 ] || skip "built and linked with CUDA $TORCH_CUDA; no GPU here (torch.cuda.is_available() is false); the GPU part did not run"
+}
