@@ -25,6 +25,7 @@
 #include "bench/svg_chart.h"
 #include "client/planner.h"
 #include "examples/trainer.h"
+#include "examples/trainer_flags.h"
 #include "examples/workload.h"
 #include "nlohmann/json.hpp"
 
@@ -52,7 +53,14 @@ std::string RunIsolated(const std::function<std::string()>& fn) {
   }
   if (pid == 0) {
     close(fds[0]);
-    const std::string text = fn();
+    std::string text;
+    try {
+      text = fn();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "e2e: %s\n", e.what());
+      std::fflush(nullptr);
+      _exit(1);
+    }
     size_t done = 0;
     while (done < text.size()) {
       const ssize_t n = write(fds[1], text.data() + done, text.size() - done);
@@ -113,7 +121,7 @@ int main(int argc, char** argv) {
   bool verbose = false;
   std::vector<std::string> names = {"none",          "all",  "sqrt",
                                     "static_max", "mimose_greedy", "exact"};
-  CLI::App app{"End-to-end strategy benchmark on the demo trainer (CPU)."};
+  CLI::App app{"End-to-end strategy benchmark on the demo trainer."};
   app.add_option("--steps", steps, "steps per strategy")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--budget-fraction", budget_fraction,
@@ -121,17 +129,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.05, 10.0))->capture_default_str();
   app.add_option("--strategies", names, "strategies to run")
       ->capture_default_str();
-  app.add_option("--depth", options.model.depth)->capture_default_str();
-  app.add_option("--width", options.model.width)->capture_default_str();
-  app.add_option("--batch", options.workload.batch)->capture_default_str();
-  app.add_option("--max-seq", options.workload.max_seq)->capture_default_str();
-  app.add_option("--seed", options.seed)->capture_default_str();
+  AddTrainerFlags(&app, &options);
   app.add_option("--svg", svg_path,
                  "where to write the chart (relative to the workspace under "
                  "bazel run; empty: none)")->capture_default_str();
   app.add_flag("-v,--verbose", verbose, "print every step to stderr");
   CLI11_PARSE(app, argc, argv);
-  options.workload.seed = options.seed;
+  if (const std::string error = FinishTrainerFlags(&options); !error.empty()) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 2;
+  }
 
   // Each strategy runs in a process of its own, so nothing one leaves in
   // LibTorch's process-wide state (allocator, autograd threads, RNG) can
@@ -208,6 +215,7 @@ int main(int argc, char** argv) {
     nlohmann::json line = {
         {"bench", "e2e"},
         {"strategy", s.name},
+        {"device", options.device},
         {"steps", s.records.size()},
         {"warmup_steps", collect},
         {"mean_step_ms", total_ms / s.records.size()},

@@ -14,6 +14,7 @@
 #include "client/planner.h"
 #include "client/remote_planner.h"
 #include "examples/trainer.h"
+#include "examples/trainer_flags.h"
 #include "planner/units.h"
 
 namespace {
@@ -58,39 +59,18 @@ int main(int argc, char** argv) {
   app.add_option("--solver", options.solver,
                  "solver to ask for (exact, static_max, mimose_greedy, ...); "
                  "default: the planner's")->capture_default_str();
-  app.add_option("--depth", options.model.depth, "encoder layers")
-      ->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_option("--width", options.model.width, "model width (d_model)")
-      ->check(CLI::Range(8, 4096))->capture_default_str();
-  app.add_option("--heads", options.model.heads, "attention heads")
-      ->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_option("--ffn", options.model.ffn, "feed-forward width")
-      ->check(CLI::Range(8, 16384))->capture_default_str();
-  app.add_option("--batch", options.workload.batch, "sequences per batch")
-      ->check(CLI::Range(1, 1024))->capture_default_str();
-  app.add_option("--max-seq", options.workload.max_seq,
-                 "longest sequence (tokens)")
-      ->check(CLI::Range(8, 8192))->capture_default_str();
-  app.add_option("--median-seq", options.workload.median_seq,
-                 "median sequence length of the log-normal workload")
-      ->check(CLI::Range(4.0, 8192.0))->capture_default_str();
+  remat::AddTrainerFlags(&app, &options);
   app.add_option("--trace", options.trace_path,
                  "write collected samples to this trace CSV (replaced)");
-  app.add_option("--seed", options.seed, "seed for model, data and lengths")
-      ->capture_default_str();
   app.add_option("--threads", threads, "LibTorch threads (0: default)")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
-  if (options.model.width % options.model.heads != 0) {
-    std::fprintf(stderr, "--width (%lld) must be a multiple of --heads (%lld)\n",
-                 static_cast<long long>(options.model.width),
-                 static_cast<long long>(options.model.heads));
+  if (const std::string error = remat::FinishTrainerFlags(&options);
+      !error.empty()) {
+    std::fprintf(stderr, "%s\n", error.c_str());
     return 2;
   }
-  options.workload.seed = options.seed;
-  options.workload.min_seq = std::min(options.workload.min_seq,
-                                      options.workload.max_seq);
   if (threads > 0) torch::set_num_threads(threads);
 
   std::unique_ptr<remat::Planner> planner;
@@ -102,7 +82,14 @@ int main(int argc, char** argv) {
     planner = std::make_unique<remat::RemotePlanner>(remote);
   }
 
-  remat::Trainer trainer(options, planner.get());
+  std::unique_ptr<remat::Trainer> trainer_ptr;
+  try {
+    trainer_ptr = std::make_unique<remat::Trainer>(options, planner.get());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+  remat::Trainer& trainer = *trainer_ptr;
   int64_t budget_bytes = 0;
   const int64_t full_peak = trainer.NoCheckpointPeakBytes(
       {options.workload.batch, options.workload.max_seq});

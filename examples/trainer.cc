@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include <torch/torch.h>
 
 #include "client/runtime.h"
 #include "collector/cpu_memory_tracker.h"
+#include "collector/cuda_memory_source.h"
 #include "collector/trace_recorder.h"
 #include "planner/solver.h"
 #include "planner/units.h"
@@ -21,11 +23,29 @@ double MsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+std::unique_ptr<MemorySource> MakeMemorySource(const torch::Device& device) {
+  if (device.is_cpu()) return std::make_unique<CpuMemoryTracker>();
+#ifdef REMAT_WITH_CUDA
+  if (device.is_cuda()) {
+    if (!torch::cuda::is_available()) {
+      throw std::invalid_argument("--device " + device.str() +
+                                  ": no GPU visible to LibTorch");
+    }
+    return std::make_unique<CudaMemorySource>(device.has_index() ? device.index() : 0);
+  }
+#endif
+  throw std::invalid_argument("--device " + device.str() +
+                              ": this build trains on cpu only (CUDA needs "
+                              "a build with --config=cuda)");
+}
+
 }  // namespace
 
 struct Trainer::Impl {
   Impl(const TrainerOptions& o, Planner* planner)
       : options(o),
+        device(o.device),
+        memory(MakeMemorySource(device)),
         generator(at::detail::createCPUGenerator(o.seed)),
         model(RuntimeOptions().model_name("encoder").feature_names(
             {"batch", "seq"})),
@@ -34,6 +54,7 @@ struct Trainer::Impl {
     for (NamedBlock& b : MakeEncoderBlocks(o.model)) {
       model->push_back(b.name, std::move(b.module), b.checkpointable);
     }
+    model->to(device);
     model->train();
     PlanChooserOptions chooser;
     chooser.solver = o.solver;
@@ -42,7 +63,7 @@ struct Trainer::Impl {
     }
     planned = std::make_unique<PlannedModel>(
         model, planner,
-        PlannedModelOptions().memory(&memory).chooser(chooser).trace(
+        PlannedModelOptions().memory(memory.get()).chooser(chooser).trace(
             trace.get()));
     optimizer = std::make_unique<torch::optim::SGD>(
         model->parameters(), torch::optim::SGDOptions(o.learning_rate));
@@ -54,9 +75,18 @@ struct Trainer::Impl {
     }
   }
 
+  // A batch on the training device (drawn on the CPU, so every device and
+  // strategy sees the same data).
+  std::pair<torch::Tensor, torch::Tensor> Batch(const BatchShape& shape) {
+    auto [ids, labels] =
+        MakeTokenBatch(options.model, shape.batch, shape.seq, generator);
+    return {ids.to(device), labels.to(device)};
+  }
+
   TrainerOptions options;
+  torch::Device device;
+  std::unique_ptr<MemorySource> memory;
   torch::Generator generator;
-  CpuMemoryTracker memory;
   CheckpointedSequential model;
   std::unique_ptr<TraceRecorder> trace;
   std::unique_ptr<PlannedModel> planned;
@@ -70,8 +100,7 @@ Trainer::Trainer(const TrainerOptions& options, Planner* planner)
 Trainer::~Trainer() = default;
 
 StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
-  auto [ids, labels] = MakeTokenBatch(impl_->options.model, shape.batch,
-                                      shape.seq, impl_->generator);
+  auto [ids, labels] = impl_->Batch(shape);
   StepRecord r;
   r.step = ++impl_->steps;
   r.batch = shape.batch;
@@ -91,6 +120,7 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
   step->Finish().IgnoreError();  // the runtime warns; training goes on
   r.plan_ms += MsSince(finish);
   impl_->optimizer->step();
+  impl_->memory->Synchronize();  // a GPU's step has finished only now
   r.step_ms = MsSince(start);
 
   const PlanChoice& choice = step->choice();
@@ -108,21 +138,23 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
 }
 
 int64_t Trainer::NoCheckpointPeakBytes(const BatchShape& shape) {
-  auto [ids, labels] = MakeTokenBatch(impl_->options.model, shape.batch,
-                                      shape.seq, impl_->generator);
+  auto [ids, labels] = impl_->Batch(shape);
   impl_->optimizer->zero_grad();
   CheckpointedSequential& model = impl_->model;
   const int64_t resident =
       model->resident_bytes() + static_cast<int64_t>(ids.storage().nbytes());
   int64_t peak = 0;
   {
-    auto attached = impl_->memory.Attach();
-    impl_->memory.reset_peak();
-    const int64_t begin = impl_->memory.current_bytes();
+    MemorySource& memory = *impl_->memory;
+    auto attached = memory.Attach();
+    memory.Synchronize();
+    memory.reset_peak();
+    const int64_t begin = memory.current_bytes();
     torch::Tensor loss =
         torch::nn::functional::cross_entropy(model->forward(ids), labels);
     loss.backward();
-    peak = resident + impl_->memory.peak_bytes() - begin;
+    memory.Synchronize();
+    peak = resident + memory.peak_bytes() - begin;
   }
   impl_->optimizer->zero_grad();
   return peak;

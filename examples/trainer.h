@@ -3,10 +3,11 @@
 // per batch, and records what each step did. Shared by the `train` binary
 // and the end-to-end strategy benchmark.
 //
-// Memory is measured with the CPU memory source (exact bytes from
-// LibTorch's allocator). A step's peak counts the parameters, their
-// gradients and the batch plus everything allocated during forward and
-// backward; the budget applies to that number.
+// Memory is measured by the device's memory source: on CPU the CPU tracker
+// (exact bytes from LibTorch's allocator), on CUDA the caching allocator's
+// statistics (a build with --config=cuda). A step's peak counts the
+// parameters, their gradients and the batch plus everything allocated
+// during forward and backward; the budget applies to that number.
 #ifndef REMAT_EXAMPLES_TRAINER_H_
 #define REMAT_EXAMPLES_TRAINER_H_
 
@@ -27,6 +28,9 @@ inline constexpr double kDefaultBudgetFraction = 0.45;
 
 struct TrainerOptions {
   EncoderOptions model;
+  // Where the model trains: "cpu", or "cuda" / "cuda:N" (needs a build
+  // with --config=cuda and a GPU; the constructor throws otherwise).
+  std::string device = "cpu";
   WorkloadOptions workload;
   double learning_rate = 0.05;  // SGD: no optimizer state to account for
   uint64_t seed = 1;            // model initialisation and token data

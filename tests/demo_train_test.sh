@@ -47,6 +47,19 @@ read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' "
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
   fail "loss did not fall: $first -> $last"
 
+# A device it cannot train on is refused up front (exit 2), with a reason.
+for device in gpu cuda:x; do
+  "$train" --device "$device" --steps 1 >"$dir/device.out" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -q "expected cpu, cuda or cuda:N" "$dir/device.out" ||
+    fail "--device $device: exit $rc, $(head -c 300 "$dir/device.out")"
+done
+# cuda: without a CUDA build, or without a GPU, it says which.
+"$train" --device cuda --steps 1 >"$dir/device.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] && grep -qE "cpu only|no GPU visible" "$dir/device.out" ||
+  fail "--device cuda here: exit $rc, $(head -c 300 "$dir/device.out")"
+
 kill -TERM "$daemon"
 wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
 trap 'rm -rf "$dir"' EXIT

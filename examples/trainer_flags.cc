@@ -1,0 +1,54 @@
+#include "examples/trainer_flags.h"
+
+#include <algorithm>
+
+namespace remat {
+
+void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
+  app->add_option("--device", o->device,
+                  "where to train: cpu, or cuda / cuda:N (a build with "
+                  "--config=cuda); peaks come from that device's allocator")
+      ->capture_default_str();
+  app->add_option("--depth", o->model.depth, "encoder layers")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  app->add_option("--width", o->model.width, "model width (d_model)")
+      ->check(CLI::Range(8, 4096))->capture_default_str();
+  app->add_option("--heads", o->model.heads, "attention heads")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  app->add_option("--ffn", o->model.ffn, "feed-forward width")
+      ->check(CLI::Range(8, 16384))->capture_default_str();
+  app->add_option("--vocab", o->model.vocab, "vocabulary size (tokens)")
+      ->check(CLI::Range(4, 1 << 20))->capture_default_str();
+  app->add_option("--batch", o->workload.batch, "sequences per batch")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
+  app->add_option("--min-seq", o->workload.min_seq,
+                  "shortest sequence (tokens)")
+      ->check(CLI::Range(1, 8192))->capture_default_str();
+  app->add_option("--max-seq", o->workload.max_seq,
+                  "longest sequence (tokens)")
+      ->check(CLI::Range(8, 8192))->capture_default_str();
+  app->add_option("--median-seq", o->workload.median_seq,
+                  "median sequence length of the log-normal workload")
+      ->check(CLI::Range(4.0, 8192.0))->capture_default_str();
+  app->add_option("--seed", o->seed, "seed for model, data and lengths")
+      ->capture_default_str();
+}
+
+std::string FinishTrainerFlags(TrainerOptions* o) {
+  const std::string& d = o->device;
+  const bool cuda_n = d.size() > 5 && d.compare(0, 5, "cuda:") == 0 &&
+                      d.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (d != "cpu" && d != "cuda" && !cuda_n) {
+    return "--device " + d + ": expected cpu, cuda or cuda:N";
+  }
+  if (o->model.width % o->model.heads != 0) {
+    return "--width (" + std::to_string(o->model.width) +
+           ") must be a multiple of --heads (" +
+           std::to_string(o->model.heads) + ")";
+  }
+  o->workload.seed = o->seed;
+  o->workload.min_seq = std::min(o->workload.min_seq, o->workload.max_seq);
+  return "";
+}
+
+}  // namespace remat
