@@ -373,6 +373,36 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   REQUIRE(run(*safe).ok());
 }
 
+TEST_CASE("repeated collect steps of one shape report the same peak",
+          "[runtime]") {
+  // The step's loss outlives Finish, as in a trainer that prints it: the
+  // CPU tracker sees its allocation but not its free. That must not leak
+  // into the next step's sample.
+  FakePlanner planner;
+  planner.samples_needed = 3;
+  CpuMemoryTracker tracker;
+  PlannedModel planned(MakeModel(), &planner,
+                       PlannedModelOptions().memory(&tracker));
+  // Gradients resident from the start, as in a trainer past its first step.
+  for (torch::Tensor& p : planned.model()->parameters()) {
+    p.mutable_grad() = torch::zeros_like(p);
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto step = planned.BeginStep({6}, 1 << 30);
+    REQUIRE(step->choice().collect());
+    torch::manual_seed(11);
+    torch::Tensor loss =
+        step->forward(torch::randn({6, 8}, torch::requires_grad())).sum();
+    loss.backward();
+    REQUIRE(step->Finish().ok());
+  }
+  REQUIRE(planner.samples.size() == 3);
+  for (const Sample& s : planner.samples) {
+    CHECK(*s.base_bytes == *planner.samples[0].base_bytes);
+    CHECK(*s.peak_bytes == *planner.samples[0].peak_bytes);
+  }
+}
+
 TEST_CASE("collected samples are written to the trace", "[runtime]") {
   const char* dir = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(dir ? dir : "/tmp") + "/remat_trace_" +

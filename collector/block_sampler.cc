@@ -20,8 +20,11 @@ void BlockSampler::BeginStep(int64_t resident_bytes) {
   std::fill(measured_.begin(), measured_.end(), false);
   source_->reset_peak();
   begin_bytes_ = source_->current_bytes();
-  base_bytes_ =
-      source_->absolute() ? begin_bytes_ : begin_bytes_ + resident_bytes;
+  // A relative source's count is only meaningful as a difference: what it
+  // reads at the start may carry bytes of earlier steps whose frees it did
+  // not see (freed after its attachment ended), so the base is what the
+  // caller says is resident, never the count itself.
+  base_bytes_ = source_->absolute() ? begin_bytes_ : resident_bytes;
 }
 
 void BlockSampler::BeforeBlock(int index, int64_t input_bytes) {

@@ -63,6 +63,23 @@ TEST_CASE("a relative source reports its peak above the resident bytes") {
   CHECK(sample->blocks[0].act_bytes == 256);
 }
 
+TEST_CASE("a relative source's count left by earlier steps is not a base") {
+  // Earlier steps left 1 MiB in the count: allocations it saw whose frees
+  // came after their attachment ended.
+  FakeMemorySource mem(/*initial_bytes=*/0, /*absolute=*/false);
+  mem.Allocate(1 << 20);
+  BlockSampler sampler(&mem, 1);
+  sampler.BeginStep(/*resident_bytes=*/4096);
+  sampler.BeforeBlock(0, 64);
+  mem.Allocate(256);
+  sampler.AfterBlock(0);
+  mem.Free(256);
+  auto sample = sampler.EndStep({1});
+  REQUIRE(sample.ok());
+  CHECK(*sample->base_bytes == 4096);
+  CHECK(*sample->peak_bytes == 4096 + 256);
+}
+
 TEST_CASE("a block that frees more than it allocates retains nothing") {
   FakeMemorySource mem(1000);
   BlockSampler sampler(&mem, 1);
