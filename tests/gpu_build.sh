@@ -23,7 +23,12 @@
 
 PYTHON=${PYTHON:-python3}
 CXX=${CXX:-g++}
-BUILD_DIR=${REMAT_GPU_BUILD_DIR:-$(mktemp -d)}
+if [ -n "${REMAT_GPU_BUILD_DIR:-}" ]; then
+  BUILD_DIR=$REMAT_GPU_BUILD_DIR
+else
+  BUILD_DIR=$(mktemp -d)
+  trap 'rm -rf "$BUILD_DIR"' EXIT
+fi
 JOBS=${REMAT_GPU_JOBS:-$(nproc)}
 
 skip() { echo "$NAME: SKIPPED: $*"; exit 77; }

@@ -8,25 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ./setup.sh || exit 1
 
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-passed=0
-failed=0
-# One `bazel test` run with the given arguments; adds its test targets to
-# passed and failed. Always runs the tests: a cached result proves nothing
-# about this machine.
-run_tests() {
-  bazel test "$@" --test_summary=short --nocache_test_results 2>&1 | tee "$log"
-  local rc=${PIPESTATUS[0]} p f
-  p=$(grep -cE '^//[^ ]+ .*PASSED' "$log")
-  f=$(grep -cE '^//[^ ]+ .*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
-  # A build failure leaves tests unrun: count the run as failed.
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-    f=1
-  fi
-  passed=$((passed + p))
-  failed=$((failed + f))
-}
+source tests/run_lib.sh
 
 run_tests //...
 run_tests --config=asan --test_tag_filters=asan --build_tests_only //...
@@ -46,5 +28,5 @@ rm -f "$fuzz_log"
 passed=$((passed + fuzz_passed))
 failed=$((failed + fuzz_failed))
 
-echo "${passed} passed, ${failed} failed"
+counts
 [ "$failed" -eq 0 ]

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The second test command: the same test targets against the current
+# PyTorch's LibTorch (2.x) with every CUDA code path compiled and linked
+# (--config=cuda, which implies --config=torch2; see .bazelrc), then the
+# checks that are not Bazel tests:
+#   * the planning core is free of LibTorch and gRPC under both configs;
+#   * the GPU scripts' rehearsal: tests/gpu_check.sh and bench/gpu_e2e.sh
+#     build everything (CUDA included) with the C++ compiler alone against
+#     that PyTorch and the folder tests/gpu_deps.sh packs for a GPU machine,
+#     run what needs no GPU, and stop with 77 where there is none.
+# On a machine without a GPU the [cuda] cases skip; their reasons are
+# listed. Installs what it needs first (./setup.sh --torch2: PyPI, ~5.5 GB
+# once). Ends with one line "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+./setup.sh --torch2 || exit 1
+
+source tests/run_lib.sh
+venv=${REMAT_TORCH2_VENV:-$HOME/.cache/remat/torch2-venv}
+
+run_tests --config=cuda //...
+
+echo "CUDA cases skipped in this run, and why:"
+testlogs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)
+find "$testlogs" -name test.log -print0 2>/dev/null | xargs -0 -r awk '
+  /^[^ ]+\.cc:[0-9]+:/ { where = $1 }
+  /SKIPPED:/ { reason = $0; getline more; if (more !~ /^$/) reason = reason " " more
+               gsub(/ +/, " ", reason); print "  " where reason }'
+echo
+
+check core_light_default tests/core_light.sh
+check core_light_torch2 tests/core_light.sh --config=torch2
+check core_light_cuda tests/core_light.sh --config=cuda
+
+deps=$(mktemp -d)
+trap 'rm -rf "$deps" "$_log"' EXIT
+tests/gpu_deps.sh "$deps/gpu-deps"
+check --skip-ok gpu_check_rehearsal env PYTHON="$venv/bin/python" \
+  REMAT_GPU_DEPS="$deps/gpu-deps" tests/gpu_check.sh
+check --skip-ok gpu_e2e_rehearsal env PYTHON="$venv/bin/python" \
+  REMAT_GPU_DEPS="$deps/gpu-deps" bench/gpu_e2e.sh
+
+counts
+[ "$failed" -eq 0 ]
