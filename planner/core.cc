@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <mutex>
 #include <shared_mutex>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/exact_solver.h"
 #include "planner/solver.h"
 #include "planner/units.h"
 
@@ -56,6 +59,18 @@ absl::Status ValidateOutcome(const ModelSpec& spec, const Outcome& outcome) {
   return absl::OkStatus();
 }
 
+// The solvers that search (and can say that no plan fits); the others are
+// budget-blind or greedy baselines that answer at once.
+bool IsExactSolver(const std::string& name) {
+  return name == "exact" || name == "static_max";
+}
+
+absl::Status DeadlinePassed(const std::string& what) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "the request's deadline passed ", what,
+      "; the plan was not solved for it (ask again, or allow more time)"));
+}
+
 // The plan that is always safe to run: every checkpointable block recomputed.
 std::shared_ptr<const Plan> SafePlan(const ModelSpec& spec,
                                      const std::string& reason) {
@@ -78,15 +93,25 @@ struct PlannerCore::Impl {
     }
   }
 
-  // One registered model. `mu` serialises its estimator; plans are solved
-  // under it too, so a plan is never cached after a refit made it stale.
+  // One registered model. `mu` serialises its estimator. Plans are solved
+  // outside it, from a problem built under it; `generation` counts the
+  // changes that invalidate its plans, so a plan solved from an older
+  // estimate is never cached.
   struct Model {
     std::shared_ptr<const ModelSpec> spec;  // never null; never changes
     std::vector<double> granularity;  // per feature
     std::unique_ptr<Estimator> estimator;
     std::mutex mu;
+    uint64_t generation = 0;  // under mu
     uint64_t outcomes = 0;
     uint64_t out_of_memory = 0;
+  };
+
+  // One solve that identical concurrent misses wait for.
+  struct Flight {
+    std::mutex mu;
+    std::condition_variable landed;
+    std::optional<absl::StatusOr<PlanResult>> result;  // under mu
   };
 
   const CoreOptions options;
@@ -95,6 +120,8 @@ struct PlannerCore::Impl {
   PlanCache cache;
   mutable std::shared_mutex models_mu;  // guards the map, not the models
   std::map<std::string, std::shared_ptr<Model>> models;
+  std::mutex flights_mu;
+  std::unordered_map<PlanKey, std::shared_ptr<Flight>, PlanKeyHash> flights;
 
   absl::StatusOr<std::shared_ptr<Model>> Find(const std::string& name) const {
     std::shared_lock lock(models_mu);
@@ -147,15 +174,30 @@ struct PlannerCore::Impl {
     return out;
   }
 
-  // Predicts and solves for `bucket` under m.mu. static_max plans for the
+  // What a solve needs, taken from the model under m.mu: the bucket's
+  // prediction as a problem, and the generation it was predicted at.
+  struct Estimate {
+    PlanResult result;  // bucket and collect set; plan set once solved
+    PlanProblem problem;
+    uint64_t generation = 0;
+    bool no_samples = false;  // nothing to predict from: no problem either
+  };
+
+  // Predicts for `bucket` (call under m.mu). static_max plans for the
   // largest input observed (and at least this bucket), once per budget.
-  absl::StatusOr<PlanResult> Solve(Model& m, const PlanRequest& r,
+  absl::StatusOr<Estimate> Predict(Model& m, const PlanRequest& r,
                                    const std::string& solver_name,
-                                   const Solver& solver,
                                    std::vector<int64_t> bucket) const {
-    PlanResult result;
-    result.bucket = std::move(bucket);
-    Features at(result.bucket.begin(), result.bucket.end());
+    Estimate e;
+    e.generation = m.generation;
+    e.result.bucket = std::move(bucket);
+    if (m.estimator->num_samples() == 0) {
+      e.no_samples = true;
+      e.result.collect = true;
+      e.result.collect_reason = "no samples yet";
+      return e;
+    }
+    Features at(e.result.bucket.begin(), e.result.bucket.end());
     if (solver_name == "static_max") {
       for (const FeatureRange& range : m.estimator->ObservedRange()) {
         auto i = FeatureIndex(*m.spec, range.feature);
@@ -165,15 +207,54 @@ struct PlannerCore::Impl {
     auto prediction = m.estimator->Predict(at);
     if (!prediction.ok()) return prediction.status();
     if (!prediction->trusted) {
-      result.collect = true;
-      result.collect_reason = prediction->untrusted_reason;
+      e.result.collect = true;
+      e.result.collect_reason = prediction->untrusted_reason;
     }
     const int64_t margin_bytes = static_cast<int64_t>(
         std::ceil(options.margin_fraction * r.budget_bytes));
-    const PlanProblem problem =
+    e.problem =
         MakePlanProblem(*m.spec, *prediction, r.budget_bytes, margin_bytes);
-    result.plan = std::make_shared<Plan>(solver.Solve(problem));
-    return result;
+    return e;
+  }
+
+  // Solves a predicted problem, holding no lock: an exact search within
+  // the configured limits and the request's deadline.
+  Plan RunSolver(const Request& prepared, const PlanRequest& r,
+                 const PlanProblem& problem) const {
+    if (!IsExactSolver(prepared.solver_name)) {
+      return prepared.solver->Solve(problem);
+    }
+    internal::ExactOptions limits;
+    limits.max_nodes = options.solve_max_nodes;
+    using std::chrono::nanoseconds;
+    nanoseconds time_limit(
+        static_cast<int64_t>(options.solve_time_limit_ms * 1e6));
+    if (r.deadline) {
+      const nanoseconds left = std::max(
+          nanoseconds(1), std::chrono::duration_cast<nanoseconds>(
+                              *r.deadline - std::chrono::steady_clock::now()));
+      if (time_limit.count() == 0 || left < time_limit) time_limit = left;
+    }
+    limits.time_limit = time_limit;
+    return internal::NewExactSolver(limits, prepared.solver_name)
+        ->Solve(problem);
+  }
+
+  // Predicts under m.mu, then solves outside it: always when `explain`,
+  // else only what the estimator vouches for (a COLLECT answer needs no
+  // solve). Without samples there is nothing to solve.
+  absl::StatusOr<Estimate> PredictAndSolve(const Request& prepared,
+                                           const PlanRequest& r,
+                                           bool explain) const {
+    Model& m = *prepared.model;
+    absl::StatusOr<Estimate> e;
+    {
+      std::lock_guard lock(m.mu);
+      e = Predict(m, r, prepared.solver_name, prepared.key.bucket);
+    }
+    if (!e.ok() || e->no_samples || (e->result.collect && !explain)) return e;
+    e->result.plan = std::make_shared<Plan>(RunSolver(prepared, r, e->problem));
+    return e;
   }
 
   // The cached plan for a prepared request; nullopt on a miss.
@@ -188,34 +269,62 @@ struct PlannerCore::Impl {
   }
 
   // GetPlan past the cache for a prepared request: estimates, solves, and
-  // caches the plan.
+  // caches the plan; identical concurrent misses wait for the first.
   absl::StatusOr<PlanResult> SolveAndCache(Request& prepared,
                                            const PlanRequest& request) {
-    Model& m = *prepared.model;
-    PlanKey& key = prepared.key;
-    std::lock_guard lock(m.mu);
-    if (m.estimator->num_samples() == 0) {
-      PlanResult result;
-      result.collect = true;
-      result.collect_reason = "no samples yet";
-      result.plan = SafePlan(*m.spec, "collect: no samples yet");
-      result.bucket = std::move(key.bucket);
+    const auto now = std::chrono::steady_clock::now();
+    if (request.deadline && *request.deadline <= now) {
+      return DeadlinePassed("before its solve began");
+    }
+    std::shared_ptr<Flight> flight;
+    bool leader = false;
+    {
+      std::lock_guard lock(flights_mu);
+      auto [it, inserted] =
+          flights.try_emplace(prepared.key, std::make_shared<Flight>());
+      flight = it->second;
+      leader = inserted;
+    }
+    if (!leader) {
+      std::unique_lock lock(flight->mu);
+      auto landed = [&] { return flight->result.has_value(); };
+      if (request.deadline) {
+        if (!flight->landed.wait_until(lock, *request.deadline, landed)) {
+          return DeadlinePassed("while an identical request's solve ran");
+        }
+      } else {
+        flight->landed.wait(lock, landed);
+      }
+      return *flight->result;
+    }
+    absl::StatusOr<PlanResult> result = SolveMiss(prepared, request);
+    {
+      std::lock_guard lock(flights_mu);
+      flights.erase(prepared.key);
+    }
+    {
+      std::lock_guard lock(flight->mu);
+      flight->result = result;
+    }
+    flight->landed.notify_all();
+    return result;
+  }
+
+  absl::StatusOr<PlanResult> SolveMiss(const Request& prepared,
+                                       const PlanRequest& request) {
+    auto e = PredictAndSolve(prepared, request, /*explain=*/false);
+    if (!e.ok()) return e.status();
+    PlanResult& result = e->result;
+    if (result.collect) {
+      result.plan = SafePlan(*prepared.model->spec,
+                             "collect: " + result.collect_reason);
       return result;
     }
-    auto result =
-        Solve(m, request, prepared.solver_name, *prepared.solver, key.bucket);
-    if (!result.ok()) return result.status();
-    if (result->collect) {
-      result->plan = SafePlan(*m.spec, "collect: " + result->collect_reason);
-      return result;
-    }
-    const Plan& plan = *result->plan;
+    const Plan& plan = *result.plan;
     // Only the exact solvers can say that no plan fits. The baselines'
     // plans are returned as they are (feasible false when the memory model
     // says they break the budget), so they run as their authors meant.
-    const std::string& solver_name = prepared.solver_name;
-    if (!plan.feasible &&
-        (solver_name == "exact" || solver_name == "static_max")) {
+    if (!plan.feasible && IsExactSolver(prepared.solver_name)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
           " for features [", absl::StrJoin(request.features, ", "),
@@ -224,8 +333,19 @@ struct PlannerCore::Impl {
           plan.predicted_peak_bytes, " bytes); raise the budget or shrink the "
           "batch"));
     }
-    cache.Insert(key, result->plan);
+    Model& m = *prepared.model;
+    {
+      std::lock_guard lock(m.mu);
+      if (m.generation == e->generation) cache.Insert(prepared.key, result.plan);
+    }
     return result;
+  }
+
+  // Drops the model's cached plans after a change to its estimate (call
+  // under m.mu): solves in flight from before it will not be cached.
+  void Invalidate(Model& m) {
+    ++m.generation;
+    cache.InvalidateModel(m.spec->name);
   }
 };
 
@@ -331,7 +451,7 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
     }
   }
   if (options.quarantined != nullptr) *options.quarantined = quarantined;
-  impl_->cache.InvalidateModel(model);
+  impl_->Invalidate(found);
   return absl::OkStatus();
 }
 
@@ -359,16 +479,15 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlanUncached(
 absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
   auto prepared = impl_->Prepare(request);
   if (!prepared.ok()) return prepared.status();
-  Impl::Model& m = *prepared->model;
-  std::lock_guard lock(m.mu);
-  if (m.estimator->num_samples() == 0) {
+  auto e = impl_->PredictAndSolve(*prepared, request, /*explain=*/true);
+  if (!e.ok()) return e.status();
+  if (e->no_samples) {
     return absl::FailedPreconditionError(absl::StrCat(
         "model: \"", request.model,
         "\" has no samples yet; run a few training steps (they collect) "
         "first"));
   }
-  return impl_->Solve(m, request, prepared->solver_name, *prepared->solver,
-                      prepared->key.bucket);
+  return std::move(e->result);
 }
 
 absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
@@ -416,7 +535,7 @@ absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
   // when it moved, so steady reports keep the cache warm.
   if (!before.ok() || !after.ok() ||
       before->calibration_bytes != after->calibration_bytes) {
-    impl_->cache.InvalidateModel(outcome.model);
+    impl_->Invalidate(m);
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #ifndef REMAT_PLANNER_CORE_H_
 #define REMAT_PLANNER_CORE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,6 +39,14 @@ struct CoreOptions {
   // Kept free below every budget, as a fraction of it (fragmentation).
   double margin_fraction = 0.0;
   std::string default_solver = "exact";
+  // How long one exact solve (exact, static_max) may search: past either
+  // limit it returns the best plan found so far, which fits whenever any
+  // plan fits, its reasons saying it is not proven optimal. The time limit
+  // (0: none) is what rematd's core.solve_deadline_ms sets, so that a hard
+  // request is answered within what its trainer waits; a request's own
+  // deadline (PlanRequest::deadline) shortens it further.
+  int64_t solve_max_nodes = int64_t{1} << 30;
+  double solve_time_limit_ms = 0;
   // Limits (RESOURCE_EXHAUSTED beyond them).
   int max_models = 256;
   int max_samples_per_model = 100000;
@@ -48,6 +57,9 @@ struct PlanRequest {
   Features features;
   int64_t budget_bytes = 0;
   std::string solver;  // empty: CoreOptions::default_solver
+  // When the caller stops waiting (none: it waits). A miss whose deadline
+  // has passed is not solved (DEADLINE_EXCEEDED), and a solve stops by it.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 struct PlanResult {
@@ -139,6 +151,11 @@ class PlannerCore {
   std::optional<absl::StatusOr<PlanResult>> GetPlanIfCached(
       const PlanRequest& request);
   // GetPlan past the cache: estimates, solves, and caches the plan.
+  // Identical concurrent misses (same model, bucket, budget and solver)
+  // share one solve: the first solves, the others wait for it, each until
+  // its own deadline (then DEADLINE_EXCEEDED). The solve itself holds no
+  // lock that cache hits, other models or this model's reports need; a
+  // plan solved before a refit is returned but not cached.
   absl::StatusOr<PlanResult> GetPlanUncached(const PlanRequest& request);
 
   // Like GetPlan, for explaining: returns the plan even when it does not fit

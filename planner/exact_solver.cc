@@ -75,6 +75,8 @@
 // with fewer recomputes).
 #include "planner/exact_solver.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -296,6 +298,8 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   // exhaustive pass starts from a best plan close to the bounds and prunes
   // hard.
   bool stopped = false;
+  const auto deadline = std::chrono::steady_clock::now() + options.time_limit;
+  const bool timed = options.time_limit.count() > 0;
   for (const int max_core : {24, -1}) {
     if (max_core < 0) st.heuristic_cost_ns = best.cost;
     if (stopped) break;
@@ -463,7 +467,8 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
         st.max_front = std::max<int64_t>(st.max_front, front.size());
         // The work limit: checked once per core item, so a search overshoots
         // it by at most two fronts' worth of states.
-        if (st.nodes > options.max_nodes) {
+        if (st.nodes > options.max_nodes ||
+            (timed && std::chrono::steady_clock::now() > deadline)) {
           stopped = true;
           break;
         }

@@ -6,6 +6,7 @@
 #ifndef REMAT_PLANNER_EXACT_SOLVER_H_
 #define REMAT_PLANNER_EXACT_SOLVER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,8 +30,8 @@ struct ExactStats {
   int64_t cost_ns = 0;         // the optimum's recompute time
   int64_t heuristic_cost_ns = 0;  // best after the small-core pass
   int64_t nodes = 0;           // search states examined (the work measure)
-  // The search hit ExactOptions::max_nodes: the plan is the best one found
-  // (it fits whenever any plan fits) but not proven optimal.
+  // The search hit ExactOptions::max_nodes or time_limit: the plan is the
+  // best one found (it fits whenever any plan fits) but not proven optimal.
   bool stopped_at_limit = false;
 };
 
@@ -42,6 +43,11 @@ struct ExactOptions {
   // valve, not a latency target. A daemon that must answer within a
   // deadline sets its own (about 2^22 per 100 ms).
   int64_t max_nodes = int64_t{1} << 30;
+  // Time limit from the call's start (zero: none), checked where max_nodes
+  // is, so it is overshot by at most two fronts' worth of states. The
+  // daemon sets it from its solve deadline: a plan in time, even one not
+  // proven optimal, beats an optimal one the trainer no longer waits for.
+  std::chrono::nanoseconds time_limit{0};
 };
 
 // Actions of the optimal plan for `problem` (see solver.cc for the model

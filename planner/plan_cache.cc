@@ -37,22 +37,16 @@ bool PlanKey::operator==(const PlanKey& other) const {
          solver == other.solver && bucket == other.bucket;
 }
 
-namespace {
-
-struct PlanKeyHash {
-  size_t operator()(const PlanKey& key) const {
-    size_t h = std::hash<std::string>()(key.model);
-    auto mix = [&h](size_t v) {
-      h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    };
-    for (int64_t b : key.bucket) mix(std::hash<int64_t>()(b));
-    mix(std::hash<int64_t>()(key.budget_bytes));
-    mix(std::hash<std::string>()(key.solver));
-    return h;
-  }
-};
-
-}  // namespace
+size_t PlanKeyHash::operator()(const PlanKey& key) const {
+  size_t h = std::hash<std::string>()(key.model);
+  auto mix = [&h](size_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  };
+  for (int64_t b : key.bucket) mix(std::hash<int64_t>()(b));
+  mix(std::hash<int64_t>()(key.budget_bytes));
+  mix(std::hash<std::string>()(key.solver));
+  return h;
+}
 
 struct PlanCache::Impl {
   using Entry = std::pair<PlanKey, std::shared_ptr<const Plan>>;

@@ -28,6 +28,10 @@ struct PlanKey {
   bool operator==(const PlanKey& other) const;
 };
 
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& key) const;
+};
+
 struct PlanCacheStats {
   uint64_t hits = 0;
   uint64_t misses = 0;

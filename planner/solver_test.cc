@@ -1,6 +1,7 @@
 #include "planner/solver.h"
 
 #include <algorithm>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
@@ -442,6 +443,36 @@ TEST_CASE("the work limit returns the best plan found, flagged, never over") {
     CHECK_FALSE(HasStopNote(same));
   }
   CHECK(stopped >= 20);  // the limits really bit
+}
+
+TEST_CASE("the time limit stops a search the same way") {
+  std::mt19937_64 rng(777);
+  int stopped = 0;
+  for (int iter = 0; iter < 10; ++iter) {
+    PlanProblem p = JitteredChain(rng, 200);
+    const int64_t p0 = KeepAllPeak(p);
+    p.budget_bytes = p0 - static_cast<int64_t>(rng() % (p0 / 2));
+    const Plan reference = (*NewSolver("exact"))->Solve(p);
+    // A limit that has passed by the first check: the search stops there,
+    // with the best plan it has, which fits whenever one does.
+    internal::ExactOptions now;
+    now.time_limit = std::chrono::nanoseconds(1);
+    internal::ExactStats st;
+    internal::SolveExact(p, now, &st);
+    const Plan plan = internal::NewExactSolver(now)->Solve(p);
+    CheckContract(p, plan, "exact");
+    CHECK(plan.feasible == reference.feasible);
+    CHECK(plan.recompute_ns >= reference.recompute_ns);
+    CHECK(HasStopNote(plan) == st.stopped_at_limit);
+    stopped += st.stopped_at_limit;
+    // An hour changes nothing.
+    internal::ExactOptions hour;
+    hour.time_limit = std::chrono::hours(1);
+    const Plan same = internal::NewExactSolver(hour)->Solve(p);
+    CHECK(same.actions == reference.actions);
+    CHECK_FALSE(HasStopNote(same));
+  }
+  CHECK(stopped >= 5);  // searches with work left past the first item stop
 }
 
 TEST_CASE("a stopped search still matches brute force on feasibility") {

@@ -63,6 +63,7 @@ v1::DaemonConfig DefaultDaemonConfig() {
   k->set_margin_fraction(core.margin_fraction);
   k->set_default_solver(core.default_solver);
   k->set_max_samples_per_model(core.max_samples_per_model);
+  k->set_solve_deadline_ms(kDefaultSolveDeadlineMs);
   return c;
 }
 
@@ -355,6 +356,12 @@ absl::Status ValidateDaemonConfig(
     return Bad("core.max_samples_per_model", "",
                absl::StrCat("must be >= 1, got ", k.max_samples_per_model()));
   }
+  if (!std::isfinite(k.solve_deadline_ms()) || k.solve_deadline_ms() < 1 ||
+      k.solve_deadline_ms() > 60000) {
+    return Bad("core.solve_deadline_ms", "--solve-deadline-ms",
+               absl::StrCat("must be in [1, 60000] ms, got ",
+                            k.solve_deadline_ms()));
+  }
   return absl::OkStatus();
 }
 
@@ -373,6 +380,7 @@ CoreOptions ToCoreOptions(const v1::DaemonConfig& c) {
   o.default_solver = k.default_solver();
   o.max_models = c.limits().max_models();
   o.max_samples_per_model = k.max_samples_per_model();
+  o.solve_time_limit_ms = k.solve_deadline_ms();
   return o;
 }
 
@@ -448,6 +456,10 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
                   "Plans cached across models (default 4096)");
   app->add_option("--margin-fraction", f->margin_fraction,
                   "Kept free below every budget, fraction (default 0)");
+  app->add_option("--solve-deadline-ms", f->solve_deadline_ms,
+                  "Longest exact solve of a cache miss, ms; past it the best "
+                  "plan found so far (default 40; keep it below the "
+                  "trainers' GetPlan deadline)");
   app->add_option("--granularity", f->granularity,
                   "Bucket granularity, feature=value (repeatable; default "
                   "seq=8)");
@@ -513,6 +525,9 @@ absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
     k->set_plan_cache_capacity(f.plan_cache_capacity);
   }
   if (given("--margin-fraction")) k->set_margin_fraction(f.margin_fraction);
+  if (given("--solve-deadline-ms")) {
+    k->set_solve_deadline_ms(f.solve_deadline_ms);
+  }
   if (given("--granularity")) {
     k->clear_granularity();
     for (const std::string& g : f.granularity) {

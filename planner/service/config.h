@@ -23,6 +23,8 @@ namespace remat {
 inline constexpr char kDefaultListen[] = "127.0.0.1:7421";
 inline constexpr int kDefaultMetricsPort = 7422;
 inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1";
+// core.solve_deadline_ms: below the remote client's 50 ms GetPlan deadline.
+inline constexpr double kDefaultSolveDeadlineMs = 40;
 // rematd's user and group may connect (connecting needs write permission).
 inline constexpr char kDefaultUnixSocketMode[] = "0660";
 
@@ -90,6 +92,7 @@ struct DaemonFlags {
   std::string default_solver;
   unsigned plan_cache_capacity = 0;
   double margin_fraction = 0;
+  double solve_deadline_ms = 0;
   std::vector<std::string> granularity;  // "feature=value"
 };
 

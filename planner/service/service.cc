@@ -343,6 +343,23 @@ absl::Status PlannerService::DoReportSamples(
   return absl::OkStatus();
 }
 
+namespace {
+
+// When the caller stops waiting, on the steady clock the core uses; none
+// when it set no deadline.
+std::optional<std::chrono::steady_clock::time_point> CallerDeadline(
+    const grpc::ServerContext* context) {
+  const auto deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return std::nullopt;
+  }
+  const auto left = deadline - std::chrono::system_clock::now();
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+}
+
+}  // namespace
+
 absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
                                        const v1::GetPlanRequest& request,
                                        v1::GetPlanResponse* response,
@@ -362,6 +379,9 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
     }
     result = *std::move(cached);
   } else {
+    // A caller that has stopped waiting gets no solve; a solve stops by
+    // the caller's deadline.
+    plan_request.deadline = CallerDeadline(context);
     result = core_->GetPlanUncached(plan_request);
   }
   if (!result.ok()) {
