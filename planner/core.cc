@@ -258,13 +258,14 @@ struct PlannerCore::Impl {
   }
 
   // The cached plan for a prepared request; nullopt on a miss.
-  std::optional<PlanResult> Cached(Request& prepared) {
-    auto plan = cache.Lookup(prepared.key);
+  std::optional<PlanResult> Cached(const Request& prepared,
+                                   bool count_miss = true) {
+    auto plan = cache.Lookup(prepared.key, count_miss);
     if (plan == nullptr) return std::nullopt;
     PlanResult result;
     result.plan = std::move(plan);
     result.from_cache = true;
-    result.bucket = std::move(prepared.key.bucket);
+    result.bucket = prepared.key.bucket;
     return result;
   }
 
@@ -285,7 +286,13 @@ struct PlannerCore::Impl {
       flight = it->second;
       leader = inserted;
     }
-    if (!leader) {
+    if (leader) {
+      // The plan may have landed while this request queued for a worker.
+      if (auto cached = Cached(prepared, /*count_miss=*/false)) {
+        Land(prepared.key, flight, *cached);
+        return *std::move(cached);
+      }
+    } else {
       std::unique_lock lock(flight->mu);
       auto landed = [&] { return flight->result.has_value(); };
       if (request.deadline) {
@@ -298,16 +305,22 @@ struct PlannerCore::Impl {
       return *flight->result;
     }
     absl::StatusOr<PlanResult> result = SolveMiss(prepared, request);
+    Land(prepared.key, flight, result);
+    return result;
+  }
+
+  // Ends a flight: later misses start their own; its waiters get `result`.
+  void Land(const PlanKey& key, const std::shared_ptr<Flight>& flight,
+            const absl::StatusOr<PlanResult>& result) {
     {
       std::lock_guard lock(flights_mu);
-      flights.erase(prepared.key);
+      flights.erase(key);
     }
     {
       std::lock_guard lock(flight->mu);
       flight->result = result;
     }
     flight->landed.notify_all();
-    return result;
   }
 
   absl::StatusOr<PlanResult> SolveMiss(const Request& prepared,

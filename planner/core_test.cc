@@ -1,13 +1,13 @@
 #include "planner/core.h"
 
 #include <atomic>
-#include <cmath>
 #include <chrono>
-#include <random>
 #include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
+
+#include "planner/hard_chain_for_test.h"
 
 namespace remat {
 namespace {
@@ -352,36 +352,17 @@ TEST_CASE("concurrent planning and sampling stay consistent") {
   CHECK(core.cache_stats().hits > 0);
 }
 
-// A long chain whose blocks all differ a little (1% noise on every size,
-// alternating attention-like and MLP-like blocks): the hard case for the
-// exact search (hundreds of milliseconds unlimited), with plenty of work
-// for its limits to cut.
-ModelSpec HardSpec() { return Spec(800); }
+ModelSpec HardSpec() { return testing::HardChainModel("enc"); }
 
 std::vector<Sample> HardGrid(const ModelSpec& spec) {
-  std::mt19937_64 rng(4242);
-  std::normal_distribution<double> noise(1.0, 0.01);
-  std::vector<double> act, in, time;
-  for (size_t i = 0; i < spec.blocks.size(); ++i) {
-    const double kind = i % 2 == 0 ? 1.5 : 1.0;
-    act.push_back(kind * noise(rng));
-    in.push_back(noise(rng));
-    time.push_back(kind * noise(rng));
-  }
-  std::vector<Sample> samples = Grid(spec);
-  for (Sample& sample : samples) {
-    for (size_t i = 0; i < sample.blocks.size(); ++i) {
-      BlockMeasurement& m = sample.blocks[i];
-      m.act_bytes = static_cast<int64_t>(m.act_bytes * act[i]);
-      m.input_bytes = static_cast<int64_t>(m.input_bytes * in[i]);
-      m.forward_ns = static_cast<int64_t>(m.forward_ns * time[i]);
-    }
-  }
-  return samples;
+  return testing::HardChainSamples(spec);
 }
 
 PlanRequest HardRequest() {
-  return {"enc", {8, 384}, KeepAllPeak(HardSpec(), 8, 384) * 7 / 10, ""};
+  return {"enc",
+          {testing::kHardBatch, testing::kHardSeq},
+          testing::HardChainBudgetBytes(HardSpec()),
+          ""};
 }
 
 bool StoppedEarly(const Plan& plan) {

@@ -66,11 +66,12 @@ PlanCache::PlanCache(size_t capacity) : impl_(new Impl(capacity)) {}
 
 PlanCache::~PlanCache() = default;
 
-std::shared_ptr<const Plan> PlanCache::Lookup(const PlanKey& key) {
+std::shared_ptr<const Plan> PlanCache::Lookup(const PlanKey& key,
+                                             bool count_miss) {
   absl::MutexLock lock(&impl_->mu);
   auto it = impl_->index.find(key);
   if (it == impl_->index.end()) {
-    ++impl_->stats.misses;
+    if (count_miss) ++impl_->stats.misses;
     return nullptr;
   }
   ++impl_->stats.hits;

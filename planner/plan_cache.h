@@ -48,8 +48,10 @@ class PlanCache {
   PlanCache(const PlanCache&) = delete;
   PlanCache& operator=(const PlanCache&) = delete;
 
-  // The cached plan, or nullptr (counted as a miss).
-  std::shared_ptr<const Plan> Lookup(const PlanKey& key);
+  // The cached plan, or nullptr (counted as a miss unless `count_miss` is
+  // false: a second look for a request whose miss was counted already).
+  std::shared_ptr<const Plan> Lookup(const PlanKey& key,
+                                     bool count_miss = true);
   // Inserts or replaces; evicts the least recently used beyond capacity.
   void Insert(const PlanKey& key, std::shared_ptr<const Plan> plan);
   // Drops every plan of `model` (its estimator was refit).

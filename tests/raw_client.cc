@@ -56,9 +56,14 @@ grpc::Status RawClient::Outcome(const v1::ReportOutcomeRequest& request) {
 
 grpc::Status RawClient::Plan(const std::string& model, double batch,
                              double seq, int64_t budget_bytes,
-                             v1::GetPlanResponse* response) {
+                             v1::GetPlanResponse* response,
+                             std::chrono::milliseconds deadline) {
   grpc::ClientContext c;
-  Deadline(&c);
+  if (deadline.count() > 0) {
+    c.set_deadline(std::chrono::system_clock::now() + deadline);
+  } else {
+    Deadline(&c);
+  }
   v1::GetPlanRequest r;
   r.set_model(model);
   (*r.mutable_features())["batch"] = batch;

@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,9 +29,11 @@ class RawClient {
   grpc::Status Samples(const ModelSpec& spec, const std::vector<Sample>& samples,
                        v1::ReportSamplesResponse* response = nullptr);
   grpc::Status Outcome(const v1::ReportOutcomeRequest& request);
-  // GetPlan for features {batch, seq}.
+  // GetPlan for features {batch, seq}, with the generous deadline unless
+  // `deadline` is given.
   grpc::Status Plan(const std::string& model, double batch, double seq,
-                    int64_t budget_bytes, v1::GetPlanResponse* response);
+                    int64_t budget_bytes, v1::GetPlanResponse* response,
+                    std::chrono::milliseconds deadline = {});
   // GetModelState; fails the test when the call fails.
   v1::GetModelStateResponse State(const std::string& model);
   size_t NumModels();

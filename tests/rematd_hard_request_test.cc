@@ -1,0 +1,123 @@
+// A hard request never holds the planner: sixteen trainers ask the real
+// rematd at once for a plan that takes an unlimited exact search hundreds
+// of milliseconds (planner/hard_chain_for_test.h), each with a 100 ms
+// deadline. The daemon's solve deadline (core.solve_deadline_ms, 40 ms)
+// bounds the one shared solve; every caller gets a plan or
+// DEADLINE_EXCEEDED within its deadline, and cache hits for another model,
+// answered meanwhile, keep their usual latency.
+#include <algorithm>
+#include <csignal>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "planner/hard_chain_for_test.h"
+#include "tests/daemon_harness.h"
+#include "tests/raw_client.h"
+
+namespace remat {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start)
+      .count();
+}
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1))];
+}
+
+TEST_CASE("a hard request from 16 clients never holds the planner") {
+  testing::DaemonProcess daemon;
+  REQUIRE(daemon.Start({}).ok());
+  testing::RawClient setup(daemon.address());
+  const ModelSpec hard = testing::HardChainModel("hard");
+  REQUIRE(setup.Register(hard).ok());
+  REQUIRE(setup.Samples(hard, testing::HardChainSamples(hard)).ok());
+  const int64_t hard_budget = testing::HardChainBudgetBytes(hard);
+  const ModelSpec easy = testing::TestModel("easy", 6);
+  REQUIRE(setup.Register(easy).ok());
+  REQUIRE(setup.Samples(easy, testing::TestSampleGrid(easy)).ok());
+  v1::GetPlanResponse warm;
+  REQUIRE(setup.Plan("easy", 4, 200, int64_t{8} << 30, &warm).ok());
+
+  auto hit_ms = [&] {
+    v1::GetPlanResponse r;
+    const auto start = Clock::now();
+    REQUIRE(setup.Plan("easy", 4, 200, int64_t{8} << 30, &r).ok());
+    REQUIRE(r.from_cache());
+    return MsSince(start);
+  };
+  std::vector<double> before;
+  for (int i = 0; i < 200; ++i) before.push_back(hit_ms());
+
+  constexpr int kClients = 16;
+  constexpr auto kDeadline = std::chrono::milliseconds(100);
+  std::vector<std::unique_ptr<testing::RawClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<testing::RawClient>(daemon.address()));
+  }
+  std::vector<grpc::Status> status(kClients);
+  std::vector<double> elapsed_ms(kClients);
+  std::vector<v1::GetPlanResponse> plans(kClients);
+  std::atomic<int> ready{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (ready.load() < kClients) std::this_thread::yield();
+      const auto start = Clock::now();
+      status[i] = clients[i]->Plan("hard", testing::kHardBatch,
+                                   testing::kHardSeq, hard_budget, &plans[i],
+                                   kDeadline);
+      elapsed_ms[i] = MsSince(start);
+      done.fetch_add(1);
+    });
+  }
+  std::vector<double> during;
+  while (done.load() < kClients) during.push_back(hit_ms());
+  for (std::thread& t : threads) t.join();
+
+  int answered = 0, missed = 0;
+  for (int i = 0; i < kClients; ++i) {
+    INFO("client " << i << ": " << status[i].error_code() << " "
+                   << status[i].error_message() << " after " << elapsed_ms[i]
+                   << " ms");
+    CHECK((status[i].ok() ||
+           status[i].error_code() == grpc::StatusCode::DEADLINE_EXCEEDED));
+    // The client's own deadline, plus a small slack for its wake-up.
+    CHECK(elapsed_ms[i] <= kDeadline.count() + 25);
+    if (status[i].ok()) {
+      ++answered;
+      CHECK(plans[i].decision() == v1::PLAN);
+    } else {
+      ++missed;
+    }
+  }
+  CHECK(answered >= 1);
+  const double before_p50 = Quantile(before, 0.5);
+  const double during_p50 = during.empty() ? 0 : Quantile(during, 0.5);
+  const double during_max =
+      during.empty() ? 0 : *std::max_element(during.begin(), during.end());
+  // Hits are answered on the daemon's I/O thread, never behind a solve.
+  CHECK(during_p50 <= 5 * before_p50 + 2.0);
+  WARN("16 clients: " << answered << " answered, " << missed
+                      << " DEADLINE_EXCEEDED, slowest "
+                      << *std::max_element(elapsed_ms.begin(), elapsed_ms.end())
+                      << " ms; hits for another model: p50 " << before_p50
+                      << " ms before, p50 " << during_p50 << " ms / max "
+                      << during_max << " ms during (" << during.size()
+                      << " hits)");
+  REQUIRE(daemon.Signal(SIGTERM) == 0);
+}
+
+}  // namespace
+}  // namespace remat
