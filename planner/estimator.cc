@@ -53,8 +53,9 @@ namespace {
 // to be clamped makes the query untrusted (the caller collects), so the
 // clamp never under-predicts a plan.
 constexpr double kMaxPredicted = static_cast<double>(kMaxQuantity);
-// Calibration adds at most this much; more makes the query untrusted.
-constexpr double kMaxCalibrationBytes = static_cast<double>(kMaxPeakBytes);
+// Calibration adds at most this much (kMaxCalibrationBytes, model.h); more
+// makes the query untrusted.
+constexpr double kMaxCalibration = static_cast<double>(kMaxCalibrationBytes);
 // More unknowns than this per quantity is a misconfiguration (degree too
 // high for the number of features), not a model.
 constexpr size_t kMaxMonomials = 256;
@@ -248,7 +249,7 @@ class FittedEstimator final : public Estimator {
     for (const BlockEstimate& b : p.blocks) footprint_bytes += b.act_bytes.value;
     const double calibration = CalibrationBytes(footprint_bytes);
     p.calibration_bytes =
-        static_cast<int64_t>(std::min(calibration, kMaxCalibrationBytes));
+        static_cast<int64_t>(std::min(calibration, kMaxCalibration));
 
     std::vector<std::string> reasons;
     // A clamped prediction would under-predict: not a number to plan on.
@@ -268,9 +269,9 @@ class FittedEstimator final : public Estimator {
       clamped(p.blocks[b].forward_ns, name, ".forward_ns");
     }
     clamped(p.base_bytes, "", "base_bytes");
-    if (calibration > kMaxCalibrationBytes) {
+    if (calibration > kMaxCalibration) {
       reasons.push_back(
-          "calibration from reported peaks exceeds 2^60 bytes for this batch");
+          "calibration from reported peaks exceeds 2^59 bytes for this batch");
     }
     if (num_distinct_ < min_distinct_) {
       reasons.push_back(absl::StrCat(
@@ -326,7 +327,7 @@ class FittedEstimator final : public Estimator {
     absl::StatusOr<double> footprint = FootprintBytes(features);
     if (!footprint.ok()) return footprint.status();
     const double calibration =
-        std::min(CalibrationBytes(*footprint), kMaxCalibrationBytes);
+        std::min(CalibrationBytes(*footprint), kMaxCalibration);
     peak->value += calibration;
     peak->upper += calibration;
     return peak;
@@ -815,7 +816,7 @@ PlanProblem MakePlanProblem(const ModelSpec& model,
   problem.base_bytes =
       CeilBytes(prediction.base_bytes.upper) +
       std::min(std::max<int64_t>(prediction.calibration_bytes, 0),
-               kMaxPeakBytes);
+               kMaxCalibrationBytes);
   for (size_t b = 0; b < model.blocks.size(); ++b) {
     BlockCost cost;
     cost.name = model.blocks[b].name;

@@ -75,9 +75,8 @@
 // with fewer recomputes).
 #include "planner/exact_solver.h"
 
-#include <chrono>
-
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <numeric>
 #include <tuple>
@@ -87,6 +86,14 @@ namespace internal {
 namespace {
 
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
+// The largest problem the planner builds (MakePlanProblem: base and
+// calibration, plus kMaxBlocks blocks at the estimator's largest
+// prediction) stays below the sentinel, so no real peak or cost reads as
+// "infinite" and no sum of two of them overflows.
+static_assert(kMaxQuantity + kMaxCalibrationBytes +
+                      int64_t{kMaxBlocks} * kMaxQuantity <
+                  kInf,
+              "a planned problem can reach the solver's infinity");
 
 struct Item {
   int block;
@@ -298,6 +305,10 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   // exhaustive pass starts from a best plan close to the bounds and prunes
   // hard.
   bool stopped = false;
+  // Node ids are int32: the limit keeps the arena (at most one node per
+  // state examined, plus two fronts past the limit) well inside them.
+  const int64_t max_nodes = std::min<int64_t>(
+      options.max_nodes, std::numeric_limits<int32_t>::max() / 2);
   const auto deadline = std::chrono::steady_clock::now() + options.time_limit;
   const bool timed = options.time_limit.count() > 0;
   for (const int max_core : {24, -1}) {
@@ -467,7 +478,7 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
         st.max_front = std::max<int64_t>(st.max_front, front.size());
         // The work limit: checked once per core item, so a search overshoots
         // it by at most two fronts' worth of states.
-        if (st.nodes > options.max_nodes ||
+        if (st.nodes > max_nodes ||
             (timed && std::chrono::steady_clock::now() > deadline)) {
           stopped = true;
           break;

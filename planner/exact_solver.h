@@ -41,7 +41,8 @@ struct ExactOptions {
   // A state costs roughly 15 to 40 nanoseconds, so the default (2^30, about
   // a billion) only stops a search after tens of seconds: it is a safety
   // valve, not a latency target. A daemon that must answer within a
-  // deadline sets its own (about 2^22 per 100 ms).
+  // deadline sets its own (about 2^22 per 100 ms). At most 2^30 are used
+  // whatever this says (the search's node ids are 32-bit).
   int64_t max_nodes = int64_t{1} << 30;
   // Time limit from the call's start (zero: none), checked where max_nodes
   // is, so it is overshot by at most two fronts' worth of states. The

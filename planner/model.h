@@ -66,6 +66,10 @@ inline constexpr double kMaxFeatureValue = 9007199254740992.0;  // 2^53
 inline constexpr int64_t kMaxQuantity = int64_t{1} << 48;
 // A measured step peak and a budget: [0, 2^60] (1 EiB).
 inline constexpr int64_t kMaxPeakBytes = int64_t{1} << 60;
+// The most calibration a plan problem adds to its base (2^59): with the
+// base and every block at kMaxQuantity it keeps the problem's keep-all
+// peak below the exact solver's sentinel (checked there).
+inline constexpr int64_t kMaxCalibrationBytes = kMaxPeakBytes / 2;
 
 // OK, or INVALID_ARGUMENT naming the offending field (e.g. "blocks[3].name").
 absl::Status ValidateModelSpec(const ModelSpec& model);

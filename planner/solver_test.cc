@@ -445,6 +445,30 @@ TEST_CASE("the work limit returns the best plan found, flagged, never over") {
   CHECK(stopped >= 20);  // the limits really bit
 }
 
+TEST_CASE("the largest problem the planner builds solves without overflow") {
+  // kMaxBlocks blocks at the estimator's largest prediction, on the largest
+  // base and calibration: sums stay below the solver's sentinel (UBSan
+  // checks the arithmetic under --config=asan).
+  PlanProblem p;
+  p.base_bytes = kMaxQuantity + kMaxCalibrationBytes;
+  for (int i = 0; i < kMaxBlocks; ++i) {
+    p.blocks.push_back({"b" + std::to_string(i), kMaxQuantity - i,
+                        kMaxQuantity / 2, kMaxQuantity - 7 * i, i != 0});
+  }
+  const int64_t p0 = KeepAllPeak(p);
+  REQUIRE(p0 > (int64_t{1} << 60));
+  for (const int64_t budget : {p0, p0 - (int64_t{1} << 58), kMaxPeakBytes}) {
+    p.budget_bytes = budget;
+    internal::ExactOptions quick;
+    quick.max_nodes = 1 << 16;
+    const Plan plan = internal::NewExactSolver(quick)->Solve(p);
+    INFO("budget " << budget);
+    CheckContract(p, plan, "exact");
+    CHECK(plan.predicted_peak_bytes > 0);
+    CHECK(plan.feasible == (plan.predicted_peak_bytes <= budget));
+  }
+}
+
 TEST_CASE("the time limit stops a search the same way") {
   std::mt19937_64 rng(777);
   int stopped = 0;
