@@ -17,6 +17,7 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/async_unary_call.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -62,6 +63,13 @@ class ServingQueue {
     return true;
   }
 
+  // The daemon is stopping: calls not yet begun on a worker are answered
+  // UNAVAILABLE at once (the caller retries against a successor) rather
+  // than run, so they are answered before the server's grace period ends
+  // instead of being cancelled by it. Calls already running finish.
+  void BeginDrain() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+
   // Shuts the queue down, after the server's shutdown has returned. Run
   // returns once what is queued has completed.
   void Shutdown() {
@@ -75,6 +83,7 @@ class ServingQueue {
 
  private:
   const std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  std::atomic<bool> draining_{false};
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -135,6 +144,12 @@ class UnaryCall final : public CompletionTag {
       }
     }
     method_->workers->Post([this] {
+      if (method_->queue->draining()) {
+        Answer(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "rematd is shutting down; retry (a restarted "
+                            "rematd recovers its state from its log)"));
+        return;
+      }
       Answer(method_->handler(&context_, request_, &response_));
     });
   }

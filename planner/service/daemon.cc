@@ -460,6 +460,7 @@ void Daemon::Shutdown() {
     LogEvent(spdlog::level::info, "shutting_down",
              {{"grace_seconds", config_.grace_seconds()}});
     health_.Shutdown();
+    if (queue_ != nullptr) queue_->BeginDrain();
     const auto deadline = std::chrono::system_clock::now() +
                           std::chrono::milliseconds(static_cast<int64_t>(
                               config_.grace_seconds() * 1000));
