@@ -48,6 +48,9 @@ TEST_CASE("the defaults are valid and loopback-only") {
   REQUIRE(o.default_solver == d.default_solver);
   REQUIRE(o.granularity == d.granularity);
   REQUIRE(o.plan_cache_capacity == d.plan_cache_capacity);
+  // The daemon bounds every solve by its deadline; in process, nothing does.
+  REQUIRE(o.solve_time_limit_ms == Approx(40));
+  REQUIRE(d.solve_time_limit_ms == 0);
 }
 
 TEST_CASE("the example config in deploy/ is valid") {
@@ -117,6 +120,8 @@ TEST_CASE("validation names the field and its flag") {
       {{"--estimator", "magic"}, "core.estimator"},
       {{"--default-solver", "quantum"}, "core.default_solver"},
       {{"--margin-fraction", "1.5"}, "core.margin_fraction"},
+      {{"--solve-deadline-ms", "0"}, "core.solve_deadline_ms (--solve-deadline-ms)"},
+      {{"--solve-deadline-ms", "1e9"}, "core.solve_deadline_ms"},
       {{"--granularity", "seq=0"}, "core.granularity[\"seq\"]"},
       {{"--granularity", "seq=1e-305"},
        "core.granularity[\"seq\"] (--granularity): 1e-305 is outside "
