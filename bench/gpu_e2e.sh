@@ -22,15 +22,7 @@ source tests/gpu_build.sh
 
 SRCS=(bench/e2e.cc bench/svg_chart.cc
   examples/encoder.cc examples/trainer.cc examples/trainer_flags.cc
-  examples/workload.cc
-  collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
-  collector/block_sampler.cc collector/trace_recorder.cc
-  client/checkpoint.cc client/plan_chooser.cc client/planner.cc
-  client/runtime.cc
-  planner/core.cc planner/estimator.cc planner/exact_solver.cc
-  planner/internal/least_squares.cc planner/internal/monomials.cc
-  planner/model.cc planner/plan.cc planner/plan_cache.cc planner/solver.cc
-  planner/trace.cc planner/units.cc)
+  examples/workload.cc "${RUNTIME_SRCS[@]}")
 
 gpu_probe
 gpu_compile "${SRCS[@]}"

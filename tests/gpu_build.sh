@@ -3,6 +3,7 @@
 # against the LibTorch inside $PYTHON's PyTorch, CUDA included when that
 # PyTorch has it. The caller sets NAME (for messages) and calls, in order:
 #
+#   RUNTIME_SRCS         the runtime's, collector's and core's sources
 #   gpu_probe            finds PyTorch (or skips: exit 77); sets TORCH_ROOT,
 #                        TORCH_VERSION, TORCH_CUDA, HAVE_GPU (0/1), WITH_CUDA
 #   gpu_compile SRC...   compiles every source, $JOBS at a time
@@ -30,6 +31,17 @@ else
   trap 'rm -rf "$BUILD_DIR"' EXIT
 fi
 JOBS=${REMAT_GPU_JOBS:-$(nproc)}
+
+# The runtime, the collector and the planning core: what both scripts
+# link (the sources of //client:runtime and its dependencies).
+RUNTIME_SRCS=(collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
+  collector/block_sampler.cc collector/trace_recorder.cc
+  client/checkpoint.cc client/plan_chooser.cc client/planner.cc
+  client/runtime.cc
+  planner/core.cc planner/estimator.cc planner/exact_solver.cc
+  planner/internal/least_squares.cc planner/internal/monomials.cc
+  planner/model.cc planner/plan.cc planner/plan_cache.cc planner/solver.cc
+  planner/trace.cc planner/units.cc)
 
 skip() { echo "$NAME: SKIPPED: $*"; exit 77; }
 fail() { echo "$NAME: FAILED: $*" >&2; exit 1; }

@@ -17,15 +17,7 @@ cd "$(dirname "$0")/.."
 NAME=gpu_check
 source tests/gpu_build.sh
 
-LIB_SRCS=(collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
-  collector/block_sampler.cc collector/trace_recorder.cc
-  client/checkpoint.cc client/plan_chooser.cc client/planner.cc
-  client/runtime.cc
-  planner/core.cc planner/estimator.cc planner/exact_solver.cc
-  planner/internal/least_squares.cc planner/internal/monomials.cc
-  planner/model.cc planner/plan.cc planner/plan_cache.cc planner/solver.cc
-  planner/trace.cc planner/units.cc
-  third_party/catch2_main.cc)
+LIB_SRCS=("${RUNTIME_SRCS[@]}" third_party/catch2_main.cc)
 
 gpu_probe
 gpu_compile "${LIB_SRCS[@]}" collector/collector_torch_test.cc client/runtime_test.cc
