@@ -120,12 +120,16 @@ PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
     choice.predicted_peak_bytes = good->predicted_peak_bytes;
     choice.solver = good->solver;
     choice.source = PlanSource::kLastGood;
-    ++stats_.fallbacks_last_good;
   } else {
     choice.actions = SafeActions(model_);
     choice.source = PlanSource::kSafe;
-    ++stats_.fallbacks_safe;
   }
+  return Counted(std::move(choice));
+}
+
+PlanChoice PlanChooser::Counted(PlanChoice choice) {
+  if (choice.source == PlanSource::kLastGood) ++stats_.fallbacks_last_good;
+  if (choice.source == PlanSource::kSafe) ++stats_.fallbacks_safe;
   if (!warned_) {
     warned_ = true;
     std::fprintf(stderr,
@@ -139,36 +143,60 @@ PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
 
 PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
   absl::Status valid = ValidateFeatures(model_, features);
+  const Key key{valid.ok() ? Bucket(features) : std::vector<int64_t>{},
+                budget_bytes};
+  bool registered = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!valid.ok()) return Fallback(key, valid);
+    if (const Cached* hit = cache_.Get(key)) {
+      ++stats_.local_hits;
+      PlanChoice choice;
+      choice.actions = hit->actions;
+      choice.predicted_peak_bytes = hit->predicted_peak_bytes;
+      choice.solver = hit->solver;
+      choice.source = PlanSource::kLocalCache;
+      choice.bucket = key.first;
+      return choice;
+    }
+    registered = registered_;
+    ++stats_.planner_calls;
+  }
+  // The planner is called without the lock: a slow answer must not hold
+  // other threads' local hits. Registering twice is harmless (idempotent).
+  absl::Status failed;
+  absl::StatusOr<PlanResult> result;
+  if (!registered) failed = planner_->RegisterModel(model_);
+  if (failed.ok()) {
+    PlanRequest request;
+    request.model = model_.name;
+    request.features = features;
+    request.budget_bytes = budget_bytes;
+    request.solver = options_.solver;
+    result = planner_->GetPlan(request);
+  }
+
   std::lock_guard<std::mutex> lock(mu_);
-  if (!valid.ok()) {
-    return Fallback(Key{{}, budget_bytes}, valid);
-  }
-  const Key key{Bucket(features), budget_bytes};
-  if (const Cached* hit = cache_.Get(key)) {
-    ++stats_.local_hits;
-    PlanChoice choice;
-    choice.actions = hit->actions;
-    choice.predicted_peak_bytes = hit->predicted_peak_bytes;
-    choice.solver = hit->solver;
-    choice.source = PlanSource::kLocalCache;
-    choice.bucket = key.first;
-    return choice;
-  }
-  if (!registered_) {
-    absl::Status s = planner_->RegisterModel(model_);
-    if (!s.ok()) return Fallback(key, s);
-    registered_ = true;
-  }
-  PlanRequest request;
-  request.model = model_.name;
-  request.features = features;
-  request.budget_bytes = budget_bytes;
-  request.solver = options_.solver;
-  ++stats_.planner_calls;
-  absl::StatusOr<PlanResult> result = planner_->GetPlan(request);
+  if (!failed.ok()) return Fallback(key, failed);
+  registered_ = true;
   if (!result.ok()) return Fallback(key, result.status());
   PlanChoice choice;
   choice.bucket = key.first;
+  if (!result->fallback_status.ok() && result->plan != nullptr) {
+    // The planner's client answered for it (rematd unreachable): its last
+    // good or safe plan, reported as the fallback it is and not cached.
+    choice.planner_status = result->fallback_status;
+    choice.source = result->fallback_last_good ? PlanSource::kLastGood
+                                               : PlanSource::kSafe;
+    choice.actions = result->plan->actions;
+    if (result->fallback_last_good) {
+      choice.predicted_peak_bytes = result->plan->predicted_peak_bytes;
+      choice.solver = result->plan->solver;
+    }
+    absl::Status usable = CheckActions(model_, choice.actions);
+    if (!usable.ok()) return Fallback(key, usable);
+    return Counted(std::move(choice));
+  }
   if (result->collect) {
     ++stats_.collects;
     choice.actions = SafeActions(model_);

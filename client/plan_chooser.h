@@ -8,9 +8,15 @@
 //      bucket equals the local one), or COLLECT (run the safe plan and
 //      measure; never cached);
 //   3. when the planner fails (unavailable, deadline, no plan fits, a
-//      malformed plan): the last good plan for this bucket and budget, else
-//      the safe plan (every checkpointable block recomputed). The first
-//      fallback is logged to stderr; later ones are only counted.
+//      malformed plan), or its client answered for it (RemotePlanner's own
+//      fallbacks, PlanResult::fallback_status): the last good plan for this
+//      bucket and budget, else the safe plan (every checkpointable block
+//      recomputed), with source kLastGood or kSafe and the reason in
+//      planner_status. The first fallback is logged to stderr; later ones
+//      are only counted.
+//
+// The planner is called without holding the chooser's lock: one slow
+// answer never holds another thread's local hits.
 //
 // The local bucket rounds each feature up to a multiple of its granularity,
 // the same rule as the planner's. Set the granularities to the planner's
@@ -128,7 +134,10 @@ class PlanChooser {
     std::map<Key, std::list<Entry>::iterator> index_;
   };
 
+  // The last good or safe plan for `key` when the planner failed (call
+  // under mu_); Counted counts a fallback choice and warns once.
   PlanChoice Fallback(const Key& key, absl::Status why);
+  PlanChoice Counted(PlanChoice choice);
 
   Planner* planner_;
   ModelSpec model_;

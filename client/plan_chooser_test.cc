@@ -1,6 +1,10 @@
 #include "client/plan_chooser.h"
 
+#include <atomic>
 #include <cmath>
+#include <functional>
+#include <future>
+#include <thread>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,11 +34,14 @@ class ScriptedPlanner final : public Planner {
     return absl::OkStatus();
   }
   absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request) override {
+    if (before_answer) before_answer(request);
     ++plan_calls;
     last_request = request;
     if (!status.ok()) return status;
     PlanResult result;
     result.collect = collect;
+    result.fallback_status = fallback_status;
+    result.fallback_last_good = fallback_last_good;
     if (!collect) {
       auto plan = std::make_shared<Plan>();
       plan->actions = actions;
@@ -60,6 +67,11 @@ class ScriptedPlanner final : public Planner {
 
   absl::Status register_status;
   absl::Status status;
+  // As RemotePlanner answers when rematd is unreachable.
+  absl::Status fallback_status;
+  bool fallback_last_good = false;
+  // Runs before each answer (on the calling thread).
+  std::function<void(const PlanRequest&)> before_answer;
   bool collect = false;
   std::vector<Action> actions = {K, R, K};
   int64_t predicted_peak_bytes = 12345;
@@ -162,6 +174,44 @@ TEST_CASE("planner errors fall back to the last good plan, else safe") {
   // invalidated).
   planner.status = absl::OkStatus();
   CHECK(chooser.Choose({8, 64}, 1000).source == PlanSource::kPlanner);
+}
+
+TEST_CASE("a client's own fallback is reported as one, not as a plan") {
+  ScriptedPlanner planner;
+  PlanChooser chooser(&planner, Model());
+  planner.fallback_status = absl::UnavailableError("rematd unreachable");
+  for (const bool last_good : {false, true}) {
+    planner.fallback_last_good = last_good;
+    const PlanChoice c = chooser.Choose({4, 100}, 1000);
+    CHECK(c.source == (last_good ? PlanSource::kLastGood : PlanSource::kSafe));
+    CHECK(absl::IsUnavailable(c.planner_status));
+    CHECK(c.actions == planner.actions);
+  }
+  // Never cached: the next batch asks again.
+  planner.fallback_status = absl::OkStatus();
+  CHECK(chooser.Choose({4, 100}, 1000).source == PlanSource::kPlanner);
+  CHECK(planner.plan_calls == 3);
+  CHECK(chooser.stats().fallbacks_safe == 1);
+  CHECK(chooser.stats().fallbacks_last_good == 1);
+}
+
+TEST_CASE("a slow planner call does not hold other threads' local hits") {
+  ScriptedPlanner planner;
+  PlanChooser chooser(&planner, Model());
+  REQUIRE(chooser.Choose({4, 100}, 1000).source == PlanSource::kPlanner);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> waiting{false};
+  planner.before_answer = [&](const PlanRequest&) {
+    waiting = true;
+    released.wait();
+  };
+  std::thread slow([&] { chooser.Choose({4, 300}, 1000); });  // a miss
+  while (!waiting) std::this_thread::yield();
+  // The miss is inside the planner; a repeat of the first batch is answered.
+  CHECK(chooser.Choose({4, 100}, 1000).source == PlanSource::kLocalCache);
+  release.set_value();
+  slow.join();
 }
 
 TEST_CASE("no plan fits: the safe plan, with the planner's reason") {

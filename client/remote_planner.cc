@@ -48,7 +48,8 @@ grpc::Status Invoke(const grpc::Status& channel_error,
 }
 
 // Errors that mean "no answer from the daemon", as opposed to "the daemon
-// answered no".
+// answered no". INTERNAL is an answer (a bug in rematd): the caller sees
+// it, and PlanChooser falls back on it visibly.
 bool IsUnreachable(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
@@ -56,7 +57,6 @@ bool IsUnreachable(const absl::Status& s) {
     case absl::StatusCode::kCancelled:
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kUnknown:
-    case absl::StatusCode::kInternal:
       return true;
     default:
       return false;
@@ -254,6 +254,7 @@ PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
                                    const PlanRequest& request,
                                    const absl::Status& why) {
   PlanResult result;
+  result.fallback_status = why;
   {
     absl::MutexLock lock(&mu_);
     auto it = good_.find(
@@ -282,6 +283,7 @@ PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
       result.plan = best->plan;
       result.bucket = best->bucket;
       result.from_cache = true;
+      result.fallback_last_good = true;
     } else {
       ++stats_.fallback_safe;
     }

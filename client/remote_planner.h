@@ -12,7 +12,10 @@
 //   returns the last good plan whose bucket covers the features (same
 //   model, budget and solver; each bucketed feature >= the batch's), else
 //   the safe plan: every checkpointable block RECOMPUTE, solver "safe".
-//   Both log a rate-limited warning. The safe plan needs the model's spec,
+//   Both log a rate-limited warning, and the result says it is a fallback
+//   (PlanResult::fallback_status: why; fallback_last_good: which), so
+//   PlanChooser reports it as one. INTERNAL from rematd is an answer, not
+//   "unreachable": it is returned. The safe plan needs the model's spec,
 //   which RegisterModel records (or the daemon's GetModelState provides).
 // * GetPlan answers NOT_FOUND after a daemon lost its state: the client
 //   registers the model again (it has the spec) and asks once more.

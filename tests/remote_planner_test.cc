@@ -36,6 +36,7 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   REQUIRE(good.ok());
   REQUIRE_FALSE(good->collect);
   REQUIRE(good->plan->solver != "safe");
+  REQUIRE(good->fallback_status.ok());
   REQUIRE(planner.stats().plans_from_daemon >= 1);
 
   // The daemon dies.
@@ -45,6 +46,9 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   auto last = planner.GetPlan({"m", {4, 197}, budget, ""});
   REQUIRE(last.ok());
   REQUIRE(last->plan == good->plan);
+  // It says it is a fallback, and why.
+  REQUIRE(last->fallback_last_good);
+  REQUIRE(!last->fallback_status.ok());
   REQUIRE(planner.stats().fallback_last_good == 1);
   // A smaller batch is covered by that bucket too.
   auto smaller = planner.GetPlan({"m", {2, 150}, budget, ""});
@@ -55,6 +59,8 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   auto safe = planner.GetPlan({"m", {8, 480}, budget, ""});
   REQUIRE(safe.ok());
   REQUIRE(safe->plan->solver == "safe");
+  REQUIRE(!safe->fallback_last_good);
+  REQUIRE(!safe->fallback_status.ok());
   REQUIRE(safe->plan->actions[0] ==
           Action::kKeep);  // embed: not checkpointable
   for (size_t i = 1; i < spec.blocks.size(); ++i) {
