@@ -1,6 +1,8 @@
 #include "client/runtime.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <unordered_set>
 #include <utility>
 
@@ -115,17 +117,46 @@ PlannedModel::PlannedModel(CheckpointedSequential model, Planner* planner,
 
 std::unique_ptr<PlannedModel::Step> PlannedModel::BeginStep(
     const Features& features, int64_t budget_bytes) {
+  if (pending_outcome_) {
+    // A step that an exception ended: its outcome, held until now.
+    WarnReport(planner_->ReportOutcome(*pending_outcome_));
+    pending_outcome_.reset();
+    chooser_.InvalidatePlans();
+  }
   PlanChoice choice = chooser_.Choose(features, budget_bytes);
-  return std::unique_ptr<Step>(new Step(this, features, std::move(choice)));
+  return std::unique_ptr<Step>(
+      new Step(this, features, std::move(choice), budget_bytes));
+}
+
+void PlannedModel::WarnReport(const absl::Status& status) {
+  if (status.ok() || warned_report_) return;
+  warned_report_ = true;
+  std::fprintf(stderr,
+               "remat: reporting step results for model '%s' failed (%s); "
+               "training continues. Further failures are not logged.\n",
+               model_->spec().name.c_str(), status.ToString().c_str());
 }
 
 PlannedModel::Step::Step(PlannedModel* owner, Features features,
-                         PlanChoice choice)
+                         PlanChoice choice, int64_t budget_bytes)
     : owner_(owner),
       features_(std::move(features)),
-      choice_(std::move(choice)) {}
+      choice_(std::move(choice)),
+      budget_bytes_(budget_bytes),
+      uncaught_at_start_(std::uncaught_exceptions()) {}
 
-PlannedModel::Step::~Step() { Finish().IgnoreError(); }
+PlannedModel::Step::~Step() {
+  if (finished_) return;
+  if (std::uncaught_exceptions() > uncaught_at_start_) {
+    // Unwinding: no planner call here (it may block); the next step
+    // reports what this one measured.
+    std::optional<Outcome> outcome;
+    Measure(&outcome).IgnoreError();
+    if (outcome) owner_->pending_outcome_ = std::move(outcome);
+    return;
+  }
+  Finish().IgnoreError();
+}
 
 torch::Tensor PlannedModel::Step::forward(const torch::Tensor& input) {
   TORCH_CHECK(!began_,
@@ -137,6 +168,7 @@ torch::Tensor PlannedModel::Step::forward(const torch::Tensor& input) {
   CheckpointedSequential& model = owner_->model_;
   MemorySource* memory = owner_->options_.memory();
   if (memory != nullptr) {
+    ooms_at_start_ = memory->out_of_memory_count();
     attachment_ = memory->Attach();
     if (!memory->absolute()) {
       resident_bytes_ = model->resident_bytes() +
@@ -155,8 +187,7 @@ torch::Tensor PlannedModel::Step::forward(const torch::Tensor& input) {
   return model->forward(input, choice_.actions);
 }
 
-absl::Status PlannedModel::Step::Finish() {
-  if (finished_) return absl::OkStatus();
+absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {
   finished_ = true;
   CheckpointedSequential& model = owner_->model_;
   model->set_observer(nullptr);
@@ -165,53 +196,67 @@ absl::Status PlannedModel::Step::Finish() {
                               std::chrono::steady_clock::now() - start_)
                               .count();
   MemorySource* memory = owner_->options_.memory();
+  const bool unwinding = std::uncaught_exceptions() > uncaught_at_start_;
+  const bool oom =
+      memory != nullptr && memory->out_of_memory_count() > ooms_at_start_;
   absl::Status status;
-  if (sampler_ != nullptr) {
+  if (sampler_ != nullptr && !oom && !unwinding) {
     absl::StatusOr<Sample> sample = sampler_->EndStep(features_);
     if (sample.ok()) {
       sample_ = *sample;
       peak_bytes_ = sample->peak_bytes;
-      status = owner_->planner_->ReportSamples(owner_->model_->spec().name,
-                                               {*sample});
-      // The planner refit: ask it again rather than reuse older plans.
-      owner_->chooser_.InvalidatePlans();
-      if (owner_->options_.trace() != nullptr) {
-        absl::Status traced = owner_->options_.trace()->Record(*sample);
-        if (status.ok()) status = traced;
-      }
     } else {
       status = sample.status();
     }
-  } else if (memory != nullptr) {
+  } else if (memory != nullptr && sampler_ == nullptr) {
     peak_bytes_ = memory->absolute()
                       ? memory->peak_bytes()
                       : resident_bytes_ + memory->peak_bytes() - begin_bytes_;
   }
+  // An allocation failed: the step needed more than was there, at least
+  // the budget (Outcome::measured_peak_bytes is then a lower bound).
+  if (oom) peak_bytes_ = std::max(peak_bytes_.value_or(0), budget_bytes_);
   attachment_.reset();
-  if (!choice_.collect() && owner_->options_.report_outcomes() &&
+  if ((!choice_.collect() || oom) && owner_->options_.report_outcomes() &&
       peak_bytes_.has_value()) {
-    Outcome outcome;
-    outcome.model = owner_->model_->spec().name;
-    outcome.features = features_;
-    outcome.actions = choice_.actions;
-    outcome.measured_peak_bytes = *peak_bytes_;
-    outcome.step_ns = step_ns;
-    status = owner_->planner_->ReportOutcome(outcome);
-    // The planner recalibrates on a peak above its prediction; plans cached
-    // here were sized without that, so ask it again from the next step on.
-    if (choice_.predicted_peak_bytes > 0 &&
-        *peak_bytes_ > choice_.predicted_peak_bytes) {
+    Outcome o;
+    o.model = owner_->model_->spec().name;
+    o.features = features_;
+    o.actions = choice_.actions;
+    o.measured_peak_bytes = *peak_bytes_;
+    o.step_ns = step_ns;
+    o.out_of_memory = oom;
+    *outcome = std::move(o);
+  }
+  return status;
+}
+
+absl::Status PlannedModel::Step::Finish() {
+  if (finished_) return absl::OkStatus();
+  std::optional<Outcome> outcome;
+  absl::Status status = Measure(&outcome);
+  if (sample_) {
+    status = owner_->planner_->ReportSamples(owner_->model_->spec().name,
+                                             {*sample_});
+    // The planner refit: ask it again rather than reuse older plans.
+    owner_->chooser_.InvalidatePlans();
+    if (owner_->options_.trace() != nullptr) {
+      absl::Status traced = owner_->options_.trace()->Record(*sample_);
+      if (status.ok()) status = traced;
+    }
+  }
+  if (outcome) {
+    status = owner_->planner_->ReportOutcome(*outcome);
+    // The planner recalibrates on a peak above its prediction (or an out
+    // of memory); plans cached here were sized without that, so ask it
+    // again from the next step on.
+    if (outcome->out_of_memory ||
+        (choice_.predicted_peak_bytes > 0 &&
+         outcome->measured_peak_bytes > choice_.predicted_peak_bytes)) {
       owner_->chooser_.InvalidatePlans();
     }
   }
-  if (!status.ok() && !owner_->warned_report_) {
-    owner_->warned_report_ = true;
-    std::fprintf(stderr,
-                 "remat: reporting step results for model '%s' failed (%s); "
-                 "training continues. Further failures are not logged.\n",
-                 owner_->model_->spec().name.c_str(),
-                 status.ToString().c_str());
-  }
+  owner_->WarnReport(status);
   return status;
 }
 

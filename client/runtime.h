@@ -153,8 +153,14 @@ class PlannedModel {
 
     torch::Tensor forward(const torch::Tensor& input);
     // Ends measurement and reports: the sample for a COLLECT step, the
-    // outcome otherwise. Errors from the planner are returned (and never
-    // thrown); training can go on regardless.
+    // outcome otherwise. A step during which the memory source saw an
+    // allocation fail (out of memory, caught by the trainer) reports an
+    // outcome with out_of_memory set and a peak of at least the budget, so
+    // the planner's next plan for that bucket is safer. Errors from the
+    // planner are returned (and never thrown); training can go on
+    // regardless. The destructor finishes a step not finished yet; while an
+    // exception unwinds it only records the outcome, which the next
+    // BeginStep reports (no planner call during unwinding).
     absl::Status Finish();
 
     const PlanChoice& choice() const { return choice_; }
@@ -165,11 +171,19 @@ class PlannedModel {
 
    private:
     friend class PlannedModel;
-    Step(PlannedModel* owner, Features features, PlanChoice choice);
+    Step(PlannedModel* owner, Features features, PlanChoice choice,
+         int64_t budget_bytes);
+
+    // Stops measuring and builds what the step reports (its sample, or
+    // its outcome in `outcome`); no planner call.
+    absl::Status Measure(std::optional<Outcome>* outcome);
 
     PlannedModel* owner_;
     Features features_;
     PlanChoice choice_;
+    int64_t budget_bytes_;
+    const int uncaught_at_start_;
+    int64_t ooms_at_start_ = 0;
     bool finished_ = false;
     bool began_ = false;
     std::unique_ptr<MemorySource::Attachment> attachment_;
@@ -193,6 +207,10 @@ class PlannedModel {
   PlannedModelOptions options_;
   PlanChooser chooser_;
   bool warned_report_ = false;
+  // An outcome recorded while an exception unwound a step; reported by the
+  // next BeginStep.
+  std::optional<Outcome> pending_outcome_;
+  void WarnReport(const absl::Status& status);
 };
 
 }  // namespace remat

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -371,6 +372,49 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   CHECK(safe->choice().source == PlanSource::kSafe);
   CHECK(safe->choice().actions == SafeActions(planned.model()->spec()));
   REQUIRE(run(*safe).ok());
+}
+
+TEST_CASE("an out-of-memory step reports it, also when it unwinds",
+          "[runtime]") {
+  FakePlanner planner;
+  planner.samples_needed = 0;  // plans from the first step
+  FakeMemorySource memory(/*initial_bytes=*/0);
+  PlannedModel planned(MakeModel(), &planner,
+                       PlannedModelOptions().memory(&memory));
+  auto run = [&](PlannedModel::Step& step) {
+    torch::Tensor x = torch::randn({6, 8}, torch::requires_grad());
+    step.forward(x).sum().backward();
+  };
+  // The trainer caught the allocator's error and finishes the step.
+  {
+    auto step = planned.BeginStep({6}, 1000);
+    REQUIRE_FALSE(step->choice().collect());
+    run(*step);
+    memory.Allocate(600);
+    memory.FailAllocation();
+    REQUIRE(step->Finish().ok());
+  }
+  REQUIRE(planner.outcomes.size() == 1);
+  CHECK(planner.outcomes[0].out_of_memory);
+  CHECK(planner.outcomes[0].measured_peak_bytes >= 1000);  // at least the budget
+  // An exception unwinds the step: nothing is sent while it does...
+  try {
+    auto step = planned.BeginStep({6}, 1000);
+    run(*step);
+    memory.FailAllocation();
+    throw std::runtime_error("CUDA out of memory");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(planner.outcomes.size() == 1);
+  // ...the next step sends it first.
+  auto next = planned.BeginStep({6}, 1000);
+  REQUIRE(planner.outcomes.size() == 2);
+  CHECK(planner.outcomes[1].out_of_memory);
+  CHECK(planner.outcomes[1].measured_peak_bytes >= 1000);
+  run(*next);
+  REQUIRE(next->Finish().ok());
+  REQUIRE(planner.outcomes.size() == 3);
+  CHECK_FALSE(planner.outcomes[2].out_of_memory);
 }
 
 TEST_CASE("repeated collect steps of one shape report the same peak",

@@ -29,6 +29,10 @@ int64_t CudaMemorySource::peak_bytes() const {
   return stats.allocated_bytes[kAggregate].peak;
 }
 
+int64_t CudaMemorySource::out_of_memory_count() const {
+  return alloc::getDeviceStats(device_).num_ooms;
+}
+
 void CudaMemorySource::reset_peak() { alloc::resetPeakStats(device_); }
 
 void CudaMemorySource::Synchronize() { c10::cuda::device_synchronize(); }

@@ -24,6 +24,7 @@ class CudaMemorySource final : public MemorySource {
   void reset_peak() override;
   // Waits for the device (c10::cuda::device_synchronize).
   void Synchronize() override;
+  int64_t out_of_memory_count() const override;
 
   int device_index() const { return device_; }
 

@@ -42,6 +42,12 @@ class MemorySource {
   // forward_ns). A no-op for host memory.
   virtual void Synchronize() {}
 
+  // Allocations that failed for want of memory so far (CUDA: the caching
+  // allocator's num_ooms); 0 when the source cannot tell (the CPU
+  // tracker). The runtime compares it across a step to report an
+  // out-of-memory step as such.
+  virtual int64_t out_of_memory_count() const { return 0; }
+
   // Whatever the source needs installed on the calling thread while a step
   // runs; nullptr when it needs nothing. The caller keeps the returned
   // object alive for the step and destroys it on the same thread.
@@ -68,11 +74,15 @@ class FakeMemorySource final : public MemorySource {
   bool absolute() const override { return absolute_; }
   void Synchronize() override { ++synchronize_calls_; }
   int synchronize_calls() const { return synchronize_calls_; }
+  // An allocation failed for want of memory.
+  void FailAllocation() { ++ooms_; }
+  int64_t out_of_memory_count() const override { return ooms_; }
 
  private:
   int64_t current_;
   int64_t peak_;
   bool absolute_;
+  int64_t ooms_ = 0;
   int synchronize_calls_ = 0;
 };
 

@@ -311,6 +311,28 @@ TEST_CASE("a measured peak above the prediction makes later plans safer") {
   CHECK(absl::IsInvalidArgument(core.ReportOutcome(outcome)));
 }
 
+TEST_CASE("an out-of-memory step makes the next plan for its bucket safer") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 85 / 100;
+  auto first = core.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(first.ok());
+  // The plan ran out of memory: what the runtime reports then is a lower
+  // bound, the budget plus a little (the allocation that failed).
+  Outcome oom{"enc", {4, 300}, first->plan->actions, budget + (1 << 20),
+              1000, true};
+  REQUIRE(core.ReportOutcome(oom).ok());
+  auto second = core.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(second.ok());
+  CHECK_FALSE(second->from_cache);
+  CHECK(second->plan->recompute_ns > first->plan->recompute_ns);
+  auto state = core.GetModelState("enc");
+  REQUIRE(state.ok());
+  CHECK(state->out_of_memory == 1);
+}
+
 TEST_CASE("static_max plans for the largest input seen") {
   PlannerCore core;
   const ModelSpec spec = Spec();
