@@ -1,8 +1,9 @@
 #include "client/plan_chooser.h"
 
-#include <cmath>
 #include <cstdio>
 #include <utility>
+
+#include "planner/plan_cache.h"
 
 namespace remat {
 
@@ -92,13 +93,7 @@ absl::Status PlanChooser::CheckActions(const ModelSpec& model,
 }
 
 std::vector<int64_t> PlanChooser::Bucket(const Features& features) const {
-  std::vector<int64_t> bucket;
-  bucket.reserve(features.size());
-  for (size_t i = 0; i < features.size(); ++i) {
-    const double g = i < granularity_.size() ? granularity_[i] : 1;
-    bucket.push_back(static_cast<int64_t>(std::ceil(features[i] / g) * g));
-  }
-  return bucket;
+  return BucketFeatures(features, granularity_);  // the planner's rule
 }
 
 PlanChooserStats PlanChooser::stats() const {

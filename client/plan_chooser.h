@@ -18,8 +18,8 @@
 // The planner is called without holding the chooser's lock: one slow
 // answer never holds another thread's local hits.
 //
-// The local bucket rounds each feature up to a multiple of its granularity,
-// the same rule as the planner's. Set the granularities to the planner's
+// The local bucket rounds each feature up to a multiple of its granularity
+// with the planner's own function (BucketFeatures, plan_cache.h). Set the granularities to the planner's
 // (CoreOptions::granularity); when they differ, the planner's plans are
 // still used but not cached locally, so a mismatch costs calls, never
 // correctness: a plan is only ever reused for the bucket it was sized for.
@@ -40,6 +40,7 @@
 #include "client/planner.h"
 #include "planner/model.h"
 #include "planner/plan.h"
+#include "planner/plan_cache.h"
 
 namespace remat {
 
@@ -48,7 +49,7 @@ struct PlanChooserOptions {
   size_t cache_capacity = 256;
   // Bucket granularity per feature name; others use default_granularity.
   // Defaults match CoreOptions'.
-  std::map<std::string, double> granularity = {{"seq", 8}};
+  std::map<std::string, double> granularity = DefaultGranularity();
   double default_granularity = 1;
   // Passed to the planner; empty means the planner's default solver.
   std::string solver;

@@ -34,7 +34,7 @@ struct CoreOptions {
   size_t plan_cache_capacity = 4096;  // plans, across all models
   // Bucket granularity per feature name; features not listed use
   // default_granularity. Mimose rounds sequence lengths up to 5 tokens.
-  std::map<std::string, double> granularity = {{"seq", 8}};
+  std::map<std::string, double> granularity = DefaultGranularity();
   double default_granularity = 1;
   // Kept free below every budget, as a fraction of it (fragmentation).
   double margin_fraction = 0.0;

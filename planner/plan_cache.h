@@ -4,6 +4,7 @@
 #define REMAT_PLANNER_PLAN_CACHE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,13 @@
 #include "planner/plan.h"
 
 namespace remat {
+
+// The bucket granularity per feature name that the planner and its clients
+// use unless told otherwise: sequence lengths in steps of 8 tokens; other
+// features (granularity 1) as they are.
+inline std::map<std::string, double> DefaultGranularity() {
+  return {{"seq", 8}};
+}
 
 // Rounds each feature up to a multiple of its granularity (> 0), so a plan
 // cached for a bucket is sized for the bucket's largest member.
