@@ -93,17 +93,6 @@ const char* KindName(Kind kind) {
   return kind == Kind::kRemat ? "remat" : "mimose";
 }
 
-absl::Status Invalid(const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-// Prefixes the field named by a validation error (model.h's messages start
-// with the field).
-absl::Status Prefixed(const std::string& prefix, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
-}
-
 double ClampPrediction(double v) {
   if (!std::isfinite(v)) return v < 0 ? 0 : kMaxPredicted;
   return std::min(std::max(v, 0.0), kMaxPredicted);
@@ -211,7 +200,7 @@ class FittedEstimator final : public Estimator {
     }
     if (!verdict.quarantined.empty() &&
         verdict.quarantined.size() != samples.size()) {
-      return Invalid("verdict.quarantined",
+      return InvalidField("verdict.quarantined",
                      absl::StrCat("has ", verdict.quarantined.size(),
                                   " flags for ", samples.size(), " samples"));
     }
@@ -298,7 +287,7 @@ class FittedEstimator final : public Estimator {
                           const std::vector<Action>& actions,
                           int64_t measured_peak_bytes) override {
     if (measured_peak_bytes < 0 || measured_peak_bytes > kMaxPeakBytes) {
-      return Invalid(
+      return InvalidField(
           "measured_peak_bytes",
           absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
     }
@@ -476,7 +465,7 @@ class FittedEstimator final : public Estimator {
   absl::StatusOr<Estimate> UncalibratedPeak(
       const Features& features, const std::vector<Action>& actions) const {
     if (actions.size() != model_.blocks.size()) {
-      return Invalid("actions",
+      return InvalidField("actions",
                      absl::StrCat("has ", actions.size(), " entries; model \"",
                                   model_.name, "\" has ", model_.blocks.size(),
                                   " blocks"));
@@ -484,7 +473,7 @@ class FittedEstimator final : public Estimator {
     for (size_t i = 0; i < actions.size(); ++i) {
       if (actions[i] != Action::kKeep && actions[i] != Action::kRecompute &&
           actions[i] != Action::kOffload) {
-        return Invalid(absl::StrCat("actions[", i, "]"), "unknown action");
+        return InvalidField(absl::StrCat("actions[", i, "]"), "unknown action");
       }
     }
     absl::StatusOr<Prediction> p = Predict(features);
@@ -752,17 +741,17 @@ class FittedEstimator final : public Estimator {
 absl::Status ValidateOptions(Kind kind, const ModelSpec& model,
                              const EstimatorOptions& options) {
   if (options.degree < 1 || options.degree > 4) {
-    return Invalid("options.degree",
+    return InvalidField("options.degree",
                    absl::StrCat(options.degree, " is outside [1, 4]"));
   }
   if (!std::isfinite(options.extrapolation_factor) ||
       options.extrapolation_factor < 1) {
-    return Invalid("options.extrapolation_factor",
+    return InvalidField("options.extrapolation_factor",
                    absl::StrCat(options.extrapolation_factor,
                                 " must be a finite number >= 1"));
   }
   if (options.min_distinct_samples < 0) {
-    return Invalid("options.min_distinct_samples",
+    return InvalidField("options.min_distinct_samples",
                    absl::StrCat(options.min_distinct_samples,
                                 " must be >= 0 (0: the number of unknowns)"));
   }
@@ -771,7 +760,7 @@ absl::Status ValidateOptions(Kind kind, const ModelSpec& model,
         internal::CountMonomials(static_cast<int>(model.feature_names.size()),
                                  options.degree, kMaxMonomials);
     if (terms > kMaxMonomials) {
-      return Invalid(
+      return InvalidField(
           "options.degree",
           absl::StrCat("degree ", options.degree, " with ",
                        model.feature_names.size(), " features gives more than ",

@@ -8,10 +8,6 @@
 namespace remat {
 namespace {
 
-absl::Status Invalid(const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
 // The number of code points of valid UTF-8 text, or nullopt when `text` is
 // not valid UTF-8 (overlong forms, surrogates and values past U+10FFFF
 // included).
@@ -51,11 +47,11 @@ std::optional<size_t> Utf8Length(const std::string& text) {
 }
 
 absl::Status ValidateName(const std::string& field, const std::string& name) {
-  if (name.empty()) return Invalid(field, "must not be empty");
+  if (name.empty()) return InvalidField(field, "must not be empty");
   const std::optional<size_t> length = Utf8Length(name);
-  if (!length) return Invalid(field, "must be valid UTF-8");
+  if (!length) return InvalidField(field, "must be valid UTF-8");
   if (*length > kMaxNameLength) {
-    return Invalid(field, absl::StrCat(*length, " characters; at most ",
+    return InvalidField(field, absl::StrCat(*length, " characters; at most ",
                                        kMaxNameLength, " are allowed"));
   }
   return absl::OkStatus();
@@ -64,7 +60,7 @@ absl::Status ValidateName(const std::string& field, const std::string& name) {
 absl::Status ValidateRange(const std::string& field, int64_t v, int64_t max,
                            const char* max_text) {
   if (v < 0 || v > max) {
-    return Invalid(field, absl::StrCat(v, " is outside [0, ", max_text, "]"));
+    return InvalidField(field, absl::StrCat(v, " is outside [0, ", max_text, "]"));
   }
   return absl::OkStatus();
 }
@@ -80,10 +76,10 @@ absl::Status ValidateQuantity(const std::string& field,
 absl::Status ValidateModelSpec(const ModelSpec& model) {
   if (auto s = ValidateName("name", model.name); !s.ok()) return s;
   if (model.feature_names.empty()) {
-    return Invalid("feature_names", "at least one input feature is needed");
+    return InvalidField("feature_names", "at least one input feature is needed");
   }
   if (model.feature_names.size() > static_cast<size_t>(kMaxFeatures)) {
-    return Invalid("feature_names",
+    return InvalidField("feature_names",
                    absl::StrCat("at most ", kMaxFeatures, " features"));
   }
   std::set<std::string> seen;
@@ -91,20 +87,20 @@ absl::Status ValidateModelSpec(const ModelSpec& model) {
     const std::string field = absl::StrCat("feature_names[", i, "]");
     if (auto s = ValidateName(field, model.feature_names[i]); !s.ok()) return s;
     if (!seen.insert(model.feature_names[i]).second) {
-      return Invalid(field, absl::StrCat("duplicate feature \"",
+      return InvalidField(field, absl::StrCat("duplicate feature \"",
                                          model.feature_names[i], "\""));
     }
   }
-  if (model.blocks.empty()) return Invalid("blocks", "the model has no blocks");
+  if (model.blocks.empty()) return InvalidField("blocks", "the model has no blocks");
   if (model.blocks.size() > static_cast<size_t>(kMaxBlocks)) {
-    return Invalid("blocks", absl::StrCat("at most ", kMaxBlocks, " blocks"));
+    return InvalidField("blocks", absl::StrCat("at most ", kMaxBlocks, " blocks"));
   }
   seen.clear();
   for (size_t i = 0; i < model.blocks.size(); ++i) {
     const std::string field = absl::StrCat("blocks[", i, "].name");
     if (auto s = ValidateName(field, model.blocks[i].name); !s.ok()) return s;
     if (!seen.insert(model.blocks[i].name).second) {
-      return Invalid(field, absl::StrCat("duplicate block \"",
+      return InvalidField(field, absl::StrCat("duplicate block \"",
                                          model.blocks[i].name, "\""));
     }
   }
@@ -114,7 +110,7 @@ absl::Status ValidateModelSpec(const ModelSpec& model) {
 absl::Status ValidateFeatures(const ModelSpec& model, const Features& features,
                               const std::string& field) {
   if (features.size() != model.feature_names.size()) {
-    return Invalid(field, absl::StrCat("has ", features.size(),
+    return InvalidField(field, absl::StrCat("has ", features.size(),
                                        " values; model \"", model.name,
                                        "\" has ", model.feature_names.size(),
                                        " features"));
@@ -124,7 +120,7 @@ absl::Status ValidateFeatures(const ModelSpec& model, const Features& features,
         absl::StrCat(field, "[", i, "] (", model.feature_names[i], ")");
     // NaN fails both comparisons: it is out of range too.
     if (!(features[i] >= 0 && features[i] <= kMaxFeatureValue)) {
-      return Invalid(f, absl::StrCat(features[i],
+      return InvalidField(f, absl::StrCat(features[i],
                                      " is outside [0, 2^53]; features are "
                                      "sizes (tokens, images, pixels)"));
     }
@@ -135,7 +131,7 @@ absl::Status ValidateFeatures(const ModelSpec& model, const Features& features,
 absl::Status ValidateSample(const ModelSpec& model, const Sample& sample) {
   if (auto s = ValidateFeatures(model, sample.features); !s.ok()) return s;
   if (sample.blocks.size() != model.blocks.size()) {
-    return Invalid("blocks", absl::StrCat("has ", sample.blocks.size(),
+    return InvalidField("blocks", absl::StrCat("has ", sample.blocks.size(),
                                           " entries; model \"", model.name,
                                           "\" has ", model.blocks.size(),
                                           " blocks"));
@@ -162,7 +158,7 @@ absl::Status ValidateSample(const ModelSpec& model, const Sample& sample) {
 
 absl::Status ValidateBudget(int64_t bytes, const std::string& field) {
   if (bytes <= 0 || bytes > kMaxPeakBytes) {
-    return Invalid(field, absl::StrCat(bytes,
+    return InvalidField(field, absl::StrCat(bytes,
                                        " is outside (0, 2^60]; the device "
                                        "memory the step may use"));
   }
@@ -175,6 +171,15 @@ std::optional<int> FeatureIndex(const ModelSpec& model,
     if (model.feature_names[i] == feature) return static_cast<int>(i);
   }
   return std::nullopt;
+}
+
+absl::Status InvalidField(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status Prefixed(const std::string& prefix, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
 }
 
 }  // namespace remat

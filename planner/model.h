@@ -71,6 +71,13 @@ inline constexpr int64_t kMaxPeakBytes = int64_t{1} << 60;
 // peak below the exact solver's sentinel (checked there).
 inline constexpr int64_t kMaxCalibrationBytes = kMaxPeakBytes / 2;
 
+// INVALID_ARGUMENT "field: what": every validation message starts with the
+// field it is about.
+absl::Status InvalidField(const std::string& field, const std::string& what);
+// `s` with `prefix` before its message (the enclosing field, e.g.
+// "samples[3]."), same code; OK stays OK.
+absl::Status Prefixed(const std::string& prefix, const absl::Status& s);
+
 // OK, or INVALID_ARGUMENT naming the offending field (e.g. "blocks[3].name").
 absl::Status ValidateModelSpec(const ModelSpec& model);
 

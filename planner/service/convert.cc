@@ -7,14 +7,6 @@
 #include "absl/strings/str_join.h"
 
 namespace remat {
-namespace {
-
-absl::Status Invalid(const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-}  // namespace
-
 ModelSpec ModelSpecFromProto(const v1::ModelSpec& proto) {
   ModelSpec spec;
   spec.name = proto.name();
@@ -45,7 +37,7 @@ absl::StatusOr<Features> FeaturesFromMap(const ModelSpec& spec,
   for (size_t i = 0; i < spec.feature_names.size(); ++i) {
     auto it = map.find(spec.feature_names[i]);
     if (it == map.end()) {
-      return Invalid(field,
+      return InvalidField(field,
                      absl::StrCat("missing feature \"", spec.feature_names[i],
                                   "\"; model \"", spec.name, "\" needs ",
                                   absl::StrJoin(spec.feature_names, ", ")));
@@ -57,7 +49,7 @@ absl::StatusOr<Features> FeaturesFromMap(const ModelSpec& spec,
                                       spec.feature_names.end());
     for (const auto& kv : map) {
       if (known.count(kv.first) == 0) {
-        return Invalid(
+        return InvalidField(
             absl::StrCat(field, "[\"", kv.first, "\"]"),
             absl::StrCat("not a feature of model \"", spec.name, "\" (it has ",
                          absl::StrJoin(spec.feature_names, ", "), ")"));
@@ -117,7 +109,7 @@ absl::StatusOr<Action> ActionFromProto(int action, const std::string& field) {
     case v1::OFFLOAD:
       return Action::kOffload;
     default:
-      return Invalid(field, absl::StrCat("unknown action ", action,
+      return InvalidField(field, absl::StrCat("unknown action ", action,
                                          "; use KEEP, RECOMPUTE or OFFLOAD"));
   }
 }
@@ -210,7 +202,7 @@ absl::StatusOr<PlanResult> PlanResultFromProto(
       break;
     }
     default:
-      return Invalid("decision",
+      return InvalidField("decision",
                      absl::StrCat("unknown decision ", proto.decision()));
   }
   result.from_cache = proto.from_cache();
@@ -244,7 +236,7 @@ absl::StatusOr<Outcome> OutcomeFromProto(
   if (!features.ok()) return features.status();
   outcome.features = *std::move(features);
   if (proto.actions_size() != static_cast<int>(spec.blocks.size())) {
-    return Invalid(
+    return InvalidField(
         "actions",
         absl::StrCat("has ", proto.actions_size(), " entries; model \"",
                      spec.name, "\" has ", spec.blocks.size(), " blocks"));
@@ -289,7 +281,7 @@ absl::StatusOr<SampleVerdict> VerdictFromProto(const v1::SampleVerdict& proto,
   for (int i = 0; i < proto.quarantined_size(); ++i) {
     const uint32_t index = proto.quarantined(i);
     if (index >= num_samples) {
-      return Invalid(absl::StrCat("verdict.quarantined[", i, "]"),
+      return InvalidField(absl::StrCat("verdict.quarantined[", i, "]"),
                      absl::StrCat(index, " is not a sample index (the record "
                                          "has ", num_samples, " samples)"));
     }

@@ -18,13 +18,6 @@ absl::Status Required(const std::string& field) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
 }
 
-// Prefixes a core error with the name of the message field it came from,
-// keeping the code.
-absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
-}
-
 nlohmann::json FeaturesJson(const FeatureMap& map) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& kv : map) j[kv.first] = kv.second;
@@ -261,7 +254,7 @@ absl::Status PlannerService::DoRegisterModel(
         " blocks exceed limits.max_blocks_per_model (",
         limits_.max_blocks_per_model, "); raise --max-blocks-per-model"));
   }
-  if (auto s = ValidateModelSpec(spec); !s.ok()) return Prefixed(s, "model.");
+  if (auto s = ValidateModelSpec(spec); !s.ok()) return Prefixed("model.", s);
 
   absl::MutexLock lock(&register_mu_);
   if (core_->GetModelSpec(spec.name).ok()) {
