@@ -211,20 +211,42 @@ class ExactSolver final : public Solver {
 
 }  // namespace
 
+namespace {
+
+// Every solver, in the order SolverNames lists them: the one list.
+struct SolverEntry {
+  const char* name;
+  std::unique_ptr<Solver> (*make)();
+};
+constexpr SolverEntry kSolvers[] = {
+    {"none", [] { return std::unique_ptr<Solver>(new NoneSolver()); }},
+    {"all", [] { return std::unique_ptr<Solver>(new AllSolver()); }},
+    {"sqrt", [] { return std::unique_ptr<Solver>(new SqrtSolver()); }},
+    {"static_max",
+     [] {
+       return std::unique_ptr<Solver>(
+           new ExactSolver("static_max", internal::ExactOptions()));
+     }},
+    {"mimose_greedy",
+     [] { return std::unique_ptr<Solver>(new MimoseGreedySolver()); }},
+    {"exact",
+     [] {
+       return std::unique_ptr<Solver>(
+           new ExactSolver("exact", internal::ExactOptions()));
+     }},
+};
+
+}  // namespace
+
 std::vector<std::string> SolverNames() {
-  return {"none", "all", "sqrt", "static_max", "mimose_greedy", "exact"};
+  std::vector<std::string> names;
+  for (const SolverEntry& e : kSolvers) names.push_back(e.name);
+  return names;
 }
 
 absl::StatusOr<std::unique_ptr<Solver>> NewSolver(const std::string& name) {
-  if (name == "none") return std::unique_ptr<Solver>(new NoneSolver());
-  if (name == "all") return std::unique_ptr<Solver>(new AllSolver());
-  if (name == "sqrt") return std::unique_ptr<Solver>(new SqrtSolver());
-  if (name == "mimose_greedy") {
-    return std::unique_ptr<Solver>(new MimoseGreedySolver());
-  }
-  if (name == "exact" || name == "static_max") {
-    return std::unique_ptr<Solver>(
-        new ExactSolver(name, internal::ExactOptions()));
+  for (const SolverEntry& e : kSolvers) {
+    if (name == e.name) return e.make();
   }
   return absl::InvalidArgumentError(
       "unknown solver \"" + name +
