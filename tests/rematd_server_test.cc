@@ -94,6 +94,7 @@ TEST_CASE("cache hits are answered while a slow solve holds every worker") {
   std::vector<double> solve_ms;
   std::atomic<int> solve_failed{0};
   std::atomic<int> solve_cached{0};
+  std::atomic<int> solves_done{0};
   absl::Mutex solve_mu;
   std::vector<std::thread> solvers;
   for (int t = 0; t < 8; ++t) {
@@ -110,12 +111,14 @@ TEST_CASE("cache hits are answered while a slow solve holds every worker") {
           continue;
         }
         if (r->from_cache) ++solve_cached;
+        ++solves_done;
         absl::MutexLock lock(&solve_mu);
         solve_ms.push_back(ms);
       }
     });
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int solves_before_hits = solves_done.load();
   std::vector<double> hit_ms;
   for (int i = 0; i < 21; ++i) {
     const auto start = Clock::now();
@@ -127,6 +130,7 @@ TEST_CASE("cache hits are answered while a slow solve holds every worker") {
             .count());
   }
   std::sort(hit_ms.begin(), hit_ms.end());
+  const int solves_during_hits = solves_done.load() - solves_before_hits;
   stop = true;
   for (std::thread& t : solvers) t.join();
   CHECK(solve_failed == 0);
@@ -136,11 +140,12 @@ TEST_CASE("cache hits are answered while a slow solve holds every worker") {
   const double median_solve_ms = solve_ms[solve_ms.size() / 2];
   INFO("solves " << solve_ms.size() << ", median " << median_solve_ms
                  << " ms; cache hits median " << hit_ms[10] << " ms, worst "
-                 << hit_ms.back() << " ms");
-  // A hit that waited for the worker would take about as long as a solve
-  // (which waits for the other seven): none did.
-  REQUIRE(hit_ms[10] < median_solve_ms / 3);
-  REQUIRE(hit_ms.back() < median_solve_ms);
+                 << hit_ms.back() << " ms; solves done during the 21 hits "
+                 << solves_during_hits);
+  // Order, not time: a hit queued behind the worker would wait for the
+  // solves ahead of it (up to seven each), so 21 such hits would see well
+  // over 21 solves finish. Answered on the I/O thread, they see few.
+  REQUIRE(solves_during_hits < 21);
 }
 
 std::string Check(const std::string& address, const std::string& service) {
