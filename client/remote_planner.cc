@@ -294,18 +294,8 @@ PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
                       "\""));
     return result;
   }
-  auto plan = std::make_shared<Plan>();
-  plan->actions = SafeActions(spec);
-  for (const BlockSpec& b : spec.blocks) {
-    plan->reasons.push_back(b.checkpointable
-                                ? "safe plan: planner unreachable, recompute"
-                                : "not checkpointable");
-  }
-  plan->solver = "safe";
-  // Unknown without the estimator; the safe plan is the least memory the
-  // runtime can run without offloading.
-  plan->feasible = true;
-  result.plan = std::move(plan);
+  result.plan = std::make_shared<Plan>(
+      SafePlan(spec, "safe", "safe plan: planner unreachable, recompute"));
   Warn(absl::StrCat("rematd unreachable (", why.message(),
                     "); using the safe plan (recompute every checkpointable "
                     "block) for model \"",

@@ -71,16 +71,10 @@ absl::Status DeadlinePassed(const std::string& what) {
       "; the plan was not solved for it (ask again, or allow more time)"));
 }
 
-// The plan that is always safe to run: every checkpointable block recomputed.
-std::shared_ptr<const Plan> SafePlan(const ModelSpec& spec,
-                                     const std::string& reason) {
-  auto plan = std::make_shared<Plan>();
-  plan->solver = "collect";
-  plan->actions = SafeActions(spec);
-  for (const BlockSpec& b : spec.blocks) {
-    plan->reasons.push_back(b.checkpointable ? reason : "not checkpointable");
-  }
-  return plan;
+// The safe plan a COLLECT answer carries.
+std::shared_ptr<const Plan> CollectPlan(const ModelSpec& spec,
+                                        const std::string& reason) {
+  return std::make_shared<Plan>(SafePlan(spec, "collect", reason));
 }
 
 }  // namespace
@@ -329,7 +323,7 @@ struct PlannerCore::Impl {
     if (!e.ok()) return e.status();
     PlanResult& result = e->result;
     if (result.collect) {
-      result.plan = SafePlan(*prepared.model->spec,
+      result.plan = CollectPlan(*prepared.model->spec,
                              "collect: " + result.collect_reason);
       return result;
     }

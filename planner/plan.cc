@@ -72,4 +72,17 @@ std::vector<Action> SafeActions(const ModelSpec& model) {
   return actions;
 }
 
+Plan SafePlan(const ModelSpec& model, const std::string& solver,
+              const std::string& reason) {
+  Plan plan;
+  plan.solver = solver;
+  plan.actions = SafeActions(model);
+  for (const BlockSpec& b : model.blocks) {
+    plan.reasons.push_back(b.checkpointable ? reason : "not checkpointable");
+  }
+  plan.feasible = false;
+  plan.predicted_peak_bytes = 0;
+  return plan;
+}
+
 }  // namespace remat

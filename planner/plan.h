@@ -83,6 +83,15 @@ void ScorePlan(const PlanProblem& problem, Plan* plan);
 // per block of `model`, in order. Samples are collected under it.
 std::vector<Action> SafeActions(const ModelSpec& model);
 
+// SafeActions as a Plan, the one every layer hands out when it has no
+// solved plan (COLLECT, or a client that cannot reach the planner):
+// `solver` names who chose it ("collect", "safe"), every checkpointable
+// block's reason is `reason`. Not known to fit: without an estimate there
+// is no predicted peak (0) and feasible is false; it is still the least
+// memory the runtime can run without offloading.
+Plan SafePlan(const ModelSpec& model, const std::string& solver,
+              const std::string& reason);
+
 }  // namespace remat
 
 #endif  // REMAT_PLANNER_PLAN_H_

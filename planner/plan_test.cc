@@ -47,6 +47,20 @@ TEST_CASE("ScorePlan fills peak, time and feasibility against the margin") {
   CHECK_FALSE(plan.feasible);
 }
 
+TEST_CASE("the safe plan recomputes what it may and claims no fit") {
+  const ModelSpec model{"m", {"seq"}, {{"embed", false}, {"l0", true}, {"l1", true}}};
+  const Plan plan = SafePlan(model, "safe", "planner unreachable");
+  CHECK(plan.actions ==
+        std::vector<Action>{Action::kKeep, Action::kRecompute, Action::kRecompute});
+  CHECK(plan.actions == SafeActions(model));
+  CHECK(plan.solver == "safe");
+  CHECK(plan.reasons ==
+        std::vector<std::string>{"not checkpointable", "planner unreachable",
+                                 "planner unreachable"});
+  CHECK_FALSE(plan.feasible);  // nothing predicted, nothing claimed
+  CHECK(plan.predicted_peak_bytes == 0);
+}
+
 TEST_CASE("action names round-trip") {
   for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload}) {
     Action parsed;
