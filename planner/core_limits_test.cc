@@ -1,7 +1,7 @@
 // The planning core's solve limits on a model whose exact plans are hard
 // (planner/hard_chain_for_test.h): shared solves, caller deadlines, the
-// solve time limit. Apart from core_test because fitting an 800-block model
-// is slow under ASan.
+// solve time limit. Apart from core_test because fitting the hard chain is
+// slow, the more so under the sanitizers.
 #include <atomic>
 #include <chrono>
 #include <thread>

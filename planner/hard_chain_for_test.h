@@ -1,6 +1,6 @@
 // Test support: a model whose plans are hard to solve exactly, for tests of
 // the solve limits (planner:core_test, tests:rematd_hard_request_test).
-// 800 blocks whose sizes and times all differ a little (1% noise on each,
+// 800 blocks (200 under ASan or TSan, where fitting is slow) whose sizes and times all differ a little (1% noise on each,
 // alternating attention-like and MLP-like blocks), with samples on a grid
 // that the estimator fits exactly: an unlimited exact solve of
 // HardChainRequest takes hundreds of milliseconds on this machine.

@@ -64,12 +64,19 @@ grpc::Status RawClient::Plan(const std::string& model, double batch,
   } else {
     Deadline(&c);
   }
+  return Plan(&c, model, batch, seq, budget_bytes, response);
+}
+
+grpc::Status RawClient::Plan(grpc::ClientContext* context,
+                             const std::string& model, double batch,
+                             double seq, int64_t budget_bytes,
+                             v1::GetPlanResponse* response) {
   v1::GetPlanRequest r;
   r.set_model(model);
   (*r.mutable_features())["batch"] = batch;
   (*r.mutable_features())["seq"] = seq;
   r.set_budget_bytes(budget_bytes);
-  return stub_->GetPlan(&c, r, response);
+  return stub_->GetPlan(context, r, response);
 }
 
 v1::GetModelStateResponse RawClient::State(const std::string& model) {

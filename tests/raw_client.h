@@ -34,6 +34,10 @@ class RawClient {
   grpc::Status Plan(const std::string& model, double batch, double seq,
                     int64_t budget_bytes, v1::GetPlanResponse* response,
                     std::chrono::milliseconds deadline = {});
+  // The same in the caller's context (to cancel it, or set its deadline).
+  grpc::Status Plan(grpc::ClientContext* context, const std::string& model,
+                    double batch, double seq, int64_t budget_bytes,
+                    v1::GetPlanResponse* response);
   // GetModelState; fails the test when the call fails.
   v1::GetModelStateResponse State(const std::string& model);
   size_t NumModels();

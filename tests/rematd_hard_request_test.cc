@@ -119,6 +119,91 @@ TEST_CASE("a hard request from 16 clients never holds the planner") {
   REQUIRE(daemon.Signal(SIGTERM) == 0);
 }
 
+// The value of the exposition line that starts with `series` ("name{labels}"),
+// or -1.
+double MetricValue(const std::string& exposition, const std::string& series) {
+  const std::string key = "\n" + series + " ";
+  const size_t at = exposition.find(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(exposition.substr(at + key.size()));
+}
+
+TEST_CASE("a call whose caller has gone while it queued is not solved") {
+  // One worker, busy with 32 hard misses (tens of milliseconds each, up to
+  // the 100 ms solve deadline); eight more misses (distinct budgets, no
+  // deadline of their own) queue behind them and their callers cancel.
+  // The worker answers those CANCELLED without solving: the daemon counts
+  // 32 solved misses and eight cancelled calls.
+  testing::DaemonProcess daemon;
+  REQUIRE(daemon
+              .Start({"", "",
+                      {"--worker-threads", "1", "--solve-deadline-ms", "100"}})
+              .ok());
+  testing::RawClient setup(daemon.address());
+  const ModelSpec hard = testing::HardChainModel("hard");
+  REQUIRE(setup.Register(hard).ok());
+  REQUIRE(setup.Samples(hard, testing::HardChainSamples(hard)).ok());
+  const int64_t budget = testing::HardChainBudgetBytes(hard);
+
+  constexpr int kBusy = 32;
+  std::vector<grpc::Status> busy_status(kBusy);
+  std::vector<std::thread> busy;
+  for (int i = 0; i < kBusy; ++i) {
+    busy.emplace_back([&, i] {
+      testing::RawClient client(daemon.address());
+      v1::GetPlanResponse plan;
+      busy_status[i] =
+          client.Plan("hard", testing::kHardBatch, testing::kHardSeq,
+                      budget + i * 4096, &plan, std::chrono::seconds(60));
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  constexpr int kCancelled = 8;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (int i = 0; i < kCancelled; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+  }
+  std::vector<grpc::Status> status(kCancelled);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCancelled; ++i) {
+    callers.emplace_back([&, i] {
+      testing::RawClient client(daemon.address());
+      v1::GetPlanResponse plan;
+      status[i] = client.Plan(contexts[i].get(), "hard", testing::kHardBatch,
+                              testing::kHardSeq, budget - (i + 1) * 4096,
+                              &plan);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (auto& c : contexts) c->TryCancel();
+  for (std::thread& t : callers) t.join();
+  for (std::thread& t : busy) t.join();
+  for (const grpc::Status& s : busy_status) {
+    INFO(s.error_message());
+    CHECK(s.ok());
+  }
+  for (const grpc::Status& s : status) {
+    CHECK(s.error_code() == grpc::StatusCode::CANCELLED);
+  }
+  // The worker reaches the cancelled calls after the busy one: wait for it.
+  double cancelled = -1;
+  std::string metrics;
+  for (int i = 0; i < 100 && cancelled < kCancelled; ++i) {
+    metrics = testing::HttpGet(daemon.metrics_port(), "/metrics");
+    cancelled = MetricValue(
+        metrics, "rematd_requests_total{method=\"GetPlan\",code=\"CANCELLED\"}");
+    if (cancelled < kCancelled) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  INFO(metrics);
+  CHECK(cancelled == kCancelled);
+  CHECK(MetricValue(metrics,
+                    "rematd_plan_latency_seconds_count{result=\"miss\"}") ==
+        kBusy);
+  REQUIRE(daemon.Signal(SIGTERM) == 0);
+}
+
 TEST_CASE("calls queued at shutdown are answered UNAVAILABLE, not dropped") {
   // One worker, hard misses that each take the full solve deadline, and a
   // grace period shorter than the queue: calls the worker has not begun

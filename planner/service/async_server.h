@@ -110,9 +110,17 @@ struct UnaryMethod {
   // by gRPC until the next is accepted, which costs more than accepting
   // ahead; a burst from many clients at once finds them all waiting.
   int accept_ahead = 1;
+  // Told of each call a worker answers without running `handler` (its
+  // caller had gone: CANCELLED; the daemon is draining: UNAVAILABLE), so
+  // that it is counted like the others. May be empty.
+  std::function<void(const grpc::Status&)> answered_without_handler;
 };
 
 // One call of a unary method, from accepting it to its answer being sent.
+// Two tags complete for an accepted call, in either order and perhaps on
+// different I/O threads: its answer's (the call itself) and gRPC's "done"
+// (done_tag_: the call has ended, answered or cancelled). The call is
+// deleted after both; a failed accept gets neither and is deleted at once.
 template <typename Request, typename Response>
 class UnaryCall final : public CompletionTag {
  public:
@@ -122,6 +130,7 @@ class UnaryCall final : public CompletionTag {
   static void Listen(std::shared_ptr<const Method> method) {
     auto* call = new UnaryCall(std::move(method));
     if (!call->method_->queue->StartOp([call] {
+          call->context_.AsyncNotifyWhenDone(&call->done_tag_);
           call->method_->accept(&call->context_, &call->request_,
                                 &call->writer_, call);
         })) {
@@ -130,7 +139,11 @@ class UnaryCall final : public CompletionTag {
   }
 
   void Complete(bool ok) override {
-    if (answering_ || !ok) {  // the answer is sent, or the server stops
+    if (answering_) {  // the answer is sent (or could not be)
+      Release();
+      return;
+    }
+    if (!ok) {  // the server stops: the call never started
       delete this;
       return;
     }
@@ -144,10 +157,19 @@ class UnaryCall final : public CompletionTag {
       }
     }
     method_->workers->Post([this] {
+      // A call whose caller has gone (cancelled, or past its deadline)
+      // while it queued is not run: nobody would read its answer.
+      if (cancelled_.load()) {
+        AnswerWithoutHandler(
+            grpc::Status(grpc::StatusCode::CANCELLED,
+                         "the caller had gone before the call began"));
+        return;
+      }
       if (method_->queue->draining()) {
-        Answer(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                            "rematd is shutting down; retry (a restarted "
-                            "rematd recovers its state from its log)"));
+        AnswerWithoutHandler(grpc::Status(
+            grpc::StatusCode::UNAVAILABLE,
+            "rematd is shutting down; retry (a restarted rematd recovers "
+            "its state from its log)"));
         return;
       }
       Answer(method_->handler(&context_, request_, &response_));
@@ -155,8 +177,30 @@ class UnaryCall final : public CompletionTag {
   }
 
  private:
+  // gRPC's "done" for an accepted call.
+  struct DoneTag final : CompletionTag {
+    explicit DoneTag(UnaryCall* c) : call(c) {}
+    void Complete(bool) override {
+      call->cancelled_.store(call->context_.IsCancelled());
+      call->Release();
+    }
+    UnaryCall* call;
+  };
+
   explicit UnaryCall(std::shared_ptr<const Method> method)
-      : method_(std::move(method)), writer_(&context_) {}
+      : method_(std::move(method)), writer_(&context_), done_tag_(this) {}
+
+  // One of the two tags of an accepted call is through.
+  void Release() {
+    if (pending_.fetch_sub(1) == 1) delete this;
+  }
+
+  void AnswerWithoutHandler(const grpc::Status& status) {
+    if (method_->answered_without_handler) {
+      method_->answered_without_handler(status);
+    }
+    Answer(status);
+  }
 
   void Answer(const grpc::Status& status) {
     const bool started = method_->queue->StartOp([&] {
@@ -166,7 +210,7 @@ class UnaryCall final : public CompletionTag {
         writer_.FinishWithError(status, this);
       }
     });
-    if (!started) delete this;
+    if (!started) Release();
   }
 
   const std::shared_ptr<const Method> method_;
@@ -174,7 +218,10 @@ class UnaryCall final : public CompletionTag {
   Request request_;
   Response response_;
   typename Method::Writer writer_;
+  DoneTag done_tag_;
   bool answering_ = false;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<int> pending_{2};  // the answer's tag and done_tag_
 };
 
 // Starts serving a unary method on `queue`: `request_method` is the
@@ -206,8 +253,11 @@ void ServeOnWorkers(AsyncService* service, RequestMethod request_method,
                     Handler* handler,
                     grpc::Status (Handler::*method)(grpc::ServerContext*,
                                                     const Request*,
-                                                    Response*)) {
+                                                    Response*),
+                    std::function<void(const grpc::Status&)>
+                        answered_without_handler = {}) {
   UnaryMethod<Request, Response> m;
+  m.answered_without_handler = std::move(answered_without_handler);
   m.handler = [handler, method](grpc::ServerContext* context,
                                 const Request& request, Response* response) {
     return (handler->*method)(context, &request, response);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "planner/service/config.h"
 #include "planner/service/logging.h"
+#include "planner/service/status_convert.h"
 #include "planner/service/unix_socket.h"
 #include "proto/wal.pb.h"
 
@@ -490,6 +491,15 @@ void Daemon::Shutdown() {
   }
 }
 
+std::function<void(const grpc::Status&)> Daemon::CountAs(const char* method) {
+  Metrics* metrics = &metrics_;
+  return [metrics, method](const grpc::Status& status) {
+    metrics->CountRequest(
+        method,
+        absl::StatusCodeToString(FromGrpcStatus(status).code()));
+  };
+}
+
 void Daemon::ServePlanner() {
   using P = v1::Planner::AsyncService;
   PlannerService* service = service_.get();
@@ -507,19 +517,27 @@ void Daemon::ServePlanner() {
   };
   get_plan.workers = workers;
   get_plan.accept_ahead = 64;
+  get_plan.answered_without_handler = CountAs("GetPlan");
   ServeUnary(&planner_async_, &P::RequestGetPlan, queue_.get(),
              std::move(get_plan));
   // The other methods run on the workers.
-  auto on_workers = [&](auto request_method, auto handler) {
+  auto on_workers = [&](const char* name, auto request_method,
+                        auto handler) {
     ServeOnWorkers(&planner_async_, request_method, queue_.get(), workers,
-                   service, handler);
+                   service, handler, CountAs(name));
   };
-  on_workers(&P::RequestRegisterModel, &PlannerService::RegisterModel);
-  on_workers(&P::RequestReportSamples, &PlannerService::ReportSamples);
-  on_workers(&P::RequestReportOutcome, &PlannerService::ReportOutcome);
-  on_workers(&P::RequestExplainPlan, &PlannerService::ExplainPlan);
-  on_workers(&P::RequestListModels, &PlannerService::ListModels);
-  on_workers(&P::RequestGetModelState, &PlannerService::GetModelState);
+  on_workers("RegisterModel", &P::RequestRegisterModel,
+             &PlannerService::RegisterModel);
+  on_workers("ReportSamples", &P::RequestReportSamples,
+             &PlannerService::ReportSamples);
+  on_workers("ReportOutcome", &P::RequestReportOutcome,
+             &PlannerService::ReportOutcome);
+  on_workers("ExplainPlan", &P::RequestExplainPlan,
+             &PlannerService::ExplainPlan);
+  on_workers("ListModels", &P::RequestListModels,
+             &PlannerService::ListModels);
+  on_workers("GetModelState", &P::RequestGetModelState,
+             &PlannerService::GetModelState);
 }
 
 void Daemon::Wait() {

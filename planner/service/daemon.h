@@ -23,6 +23,7 @@
 #include <grpcpp/server.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,6 +67,8 @@ class Daemon {
   // Starts answering every Planner method: GetPlan's cache hits on the I/O
   // thread, the rest on the workers.
   void ServePlanner();
+  // Counts a call answered without its handler as one of `method`'s.
+  std::function<void(const grpc::Status&)> CountAs(const char* method);
   HttpResponse HandleHttp(const std::string& path);
   absl::Status WritePortFile() const;
   // Binds health_listen: a server of its own with only health_listener_.
