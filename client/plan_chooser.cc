@@ -45,6 +45,28 @@ void PlanChooser::Lru::Put(const Key& key, Cached plan) {
   }
 }
 
+const PlanChooser::Cached* PlanChooser::Lru::Covering(const Key& key) {
+  const Key* best = nullptr;
+  int64_t best_size = 0;
+  for (const auto& [candidate, entry] : index_) {
+    if (candidate.second != key.second ||
+        candidate.first.size() != key.first.size()) {
+      continue;
+    }
+    bool covers = true;
+    int64_t size = 0;
+    for (size_t i = 0; i < key.first.size() && covers; ++i) {
+      covers = candidate.first[i] >= key.first[i];
+      size += candidate.first[i] / 2;  // halves: the sum cannot overflow
+    }
+    if (covers && (best == nullptr || size < best_size)) {
+      best = &candidate;
+      best_size = size;
+    }
+  }
+  return best == nullptr ? nullptr : Get(*best);
+}
+
 void PlanChooser::Lru::MoveAllTo(Lru* other) {
   // Oldest first, so the most recent ends up most recent in `other`.
   for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
@@ -110,7 +132,9 @@ PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
   PlanChoice choice;
   choice.bucket = key.first;
   choice.planner_status = std::move(why);
-  if (const Cached* good = last_good_.Get(key)) {
+  const Cached* good = last_good_.Get(key);
+  if (good == nullptr) good = last_good_.Covering(key);
+  if (good != nullptr) {
     choice.actions = good->actions;
     choice.predicted_peak_bytes = good->predicted_peak_bytes;
     choice.solver = good->solver;
@@ -177,21 +201,6 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
   if (!result.ok()) return Fallback(key, result.status());
   PlanChoice choice;
   choice.bucket = key.first;
-  if (!result->fallback_status.ok() && result->plan != nullptr) {
-    // The planner's client answered for it (rematd unreachable): its last
-    // good or safe plan, reported as the fallback it is and not cached.
-    choice.planner_status = result->fallback_status;
-    choice.source = result->fallback_last_good ? PlanSource::kLastGood
-                                               : PlanSource::kSafe;
-    choice.actions = result->plan->actions;
-    if (result->fallback_last_good) {
-      choice.predicted_peak_bytes = result->plan->predicted_peak_bytes;
-      choice.solver = result->plan->solver;
-    }
-    absl::Status usable = CheckActions(model_, choice.actions);
-    if (!usable.ok()) return Fallback(key, usable);
-    return Counted(std::move(choice));
-  }
   if (result->collect) {
     ++stats_.collects;
     choice.actions = SafeActions(model_);

@@ -8,12 +8,14 @@
 //      bucket equals the local one), or COLLECT (run the safe plan and
 //      measure; never cached);
 //   3. when the planner fails (unavailable, deadline, no plan fits, a
-//      malformed plan), or its client answered for it (RemotePlanner's own
-//      fallbacks, PlanResult::fallback_status): the last good plan for this
-//      bucket and budget, else the safe plan (every checkpointable block
-//      recomputed), with source kLastGood or kSafe and the reason in
-//      planner_status. The first fallback is logged to stderr; later ones
-//      are only counted.
+//      malformed plan): the last good plan for this bucket and budget, or
+//      for the tightest bucket that covers it (each bucketed feature >=
+//      this one's: a plan sized for a larger batch fits a smaller one),
+//      else the safe plan (every checkpointable block recomputed), with
+//      source kLastGood or kSafe and the reason in planner_status. The
+//      first fallback is logged to stderr; later ones are only counted.
+//      This is the only fallback layer: planners (RemotePlanner included)
+//      return their errors.
 //
 // The planner is called without holding the chooser's lock: one slow
 // answer never holds another thread's local hits.
@@ -125,6 +127,9 @@ class PlanChooser {
    public:
     explicit Lru(size_t capacity) : capacity_(capacity) {}
     const Cached* Get(const Key& key);
+    // The entry for the same budget whose bucket covers key's (each value
+    // >=) with the smallest sum, or null.
+    const Cached* Covering(const Key& key);
     void Put(const Key& key, Cached plan);
     void MoveAllTo(Lru* other);
 

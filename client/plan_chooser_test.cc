@@ -40,8 +40,6 @@ class ScriptedPlanner final : public Planner {
     if (!status.ok()) return status;
     PlanResult result;
     result.collect = collect;
-    result.fallback_status = fallback_status;
-    result.fallback_last_good = fallback_last_good;
     if (!collect) {
       auto plan = std::make_shared<Plan>();
       plan->actions = actions;
@@ -67,9 +65,6 @@ class ScriptedPlanner final : public Planner {
 
   absl::Status register_status;
   absl::Status status;
-  // As RemotePlanner answers when rematd is unreachable.
-  absl::Status fallback_status;
-  bool fallback_last_good = false;
   // Runs before each answer (on the calling thread).
   std::function<void(const PlanRequest&)> before_answer;
   bool collect = false;
@@ -153,22 +148,27 @@ TEST_CASE("planner errors fall back to the last good plan, else safe") {
   PlanChooser chooser(&planner, Model(), options);
   REQUIRE(chooser.Choose({4, 64}, 1000).source == PlanSource::kPlanner);
   REQUIRE(chooser.Choose({8, 64}, 1000).source == PlanSource::kPlanner);
-  // {4,64} was evicted from the local cache (capacity 1) but remains the
-  // last good plan for its bucket... and last-good holds one entry too, so
-  // only {8,64} survives there.
+  // {4,64} was evicted from the local cache (capacity 1), and last-good
+  // holds one entry too, so only {8,64} survives there: it covers {4,64}
+  // (a plan for a larger batch fits a smaller one), not {16,64}.
   planner.status = absl::UnavailableError("daemon down");
-  PlanChoice evicted = chooser.Choose({4, 64}, 1000);
-  CHECK(evicted.source == PlanSource::kSafe);
-  CHECK(evicted.actions == std::vector<Action>{K, R, R});
-  CHECK(evicted.planner_status.code() == absl::StatusCode::kUnavailable);
+  PlanChoice covered = chooser.Choose({4, 64}, 1000);
+  CHECK(covered.source == PlanSource::kLastGood);
+  CHECK(covered.actions == std::vector<Action>{K, R, K});
+  PlanChoice uncovered = chooser.Choose({16, 64}, 1000);
+  CHECK(uncovered.source == PlanSource::kSafe);
+  CHECK(uncovered.actions == std::vector<Action>{K, R, R});
+  CHECK(uncovered.planner_status.code() == absl::StatusCode::kUnavailable);
+  // Nor does a plan for another budget.
+  CHECK(chooser.Choose({4, 64}, 999).source == PlanSource::kSafe);
 
   // After the planner refits, local plans become last-good ones.
   chooser.InvalidatePlans();
   PlanChoice kept = chooser.Choose({8, 64}, 1000);
   CHECK(kept.source == PlanSource::kLastGood);
   CHECK(kept.actions == std::vector<Action>{K, R, K});
-  CHECK(chooser.stats().fallbacks_last_good == 1);
-  CHECK(chooser.stats().fallbacks_safe == 1);
+  CHECK(chooser.stats().fallbacks_last_good == 2);
+  CHECK(chooser.stats().fallbacks_safe == 2);
 
   // Once the planner is back, it is asked again (the local cache was
   // invalidated).
@@ -176,23 +176,25 @@ TEST_CASE("planner errors fall back to the last good plan, else safe") {
   CHECK(chooser.Choose({8, 64}, 1000).source == PlanSource::kPlanner);
 }
 
-TEST_CASE("a client's own fallback is reported as one, not as a plan") {
+TEST_CASE("the tightest covering bucket is the last good plan") {
   ScriptedPlanner planner;
   PlanChooser chooser(&planner, Model());
-  planner.fallback_status = absl::UnavailableError("rematd unreachable");
-  for (const bool last_good : {false, true}) {
-    planner.fallback_last_good = last_good;
-    const PlanChoice c = chooser.Choose({4, 100}, 1000);
-    CHECK(c.source == (last_good ? PlanSource::kLastGood : PlanSource::kSafe));
-    CHECK(absl::IsUnavailable(c.planner_status));
-    CHECK(c.actions == planner.actions);
-  }
-  // Never cached: the next batch asks again.
-  planner.fallback_status = absl::OkStatus();
-  CHECK(chooser.Choose({4, 100}, 1000).source == PlanSource::kPlanner);
-  CHECK(planner.plan_calls == 3);
-  CHECK(chooser.stats().fallbacks_safe == 1);
-  CHECK(chooser.stats().fallbacks_last_good == 1);
+  planner.actions = {K, R, R};
+  REQUIRE(chooser.Choose({8, 512}, 1000).source == PlanSource::kPlanner);
+  planner.actions = {K, K, R};
+  REQUIRE(chooser.Choose({8, 128}, 1000).source == PlanSource::kPlanner);
+  planner.actions = {K, K, K};
+  REQUIRE(chooser.Choose({2, 64}, 1000).source == PlanSource::kPlanner);
+  chooser.InvalidatePlans();
+  planner.status = absl::DeadlineExceededError("rematd too slow");
+  // {4, 100}: both {8,128} and {8,512} cover it; {8,128} is tighter.
+  const PlanChoice c = chooser.Choose({4, 100}, 1000);
+  CHECK(c.source == PlanSource::kLastGood);
+  CHECK(c.actions == std::vector<Action>{K, K, R});
+  CHECK(absl::IsDeadlineExceeded(c.planner_status));
+  CHECK(chooser.Choose({4, 200}, 1000).actions ==
+        std::vector<Action>{K, R, R});
+  CHECK(chooser.Choose({4, 600}, 1000).source == PlanSource::kSafe);
 }
 
 TEST_CASE("a slow planner call does not hold other threads' local hits") {

@@ -48,8 +48,7 @@ grpc::Status Invoke(const grpc::Status& channel_error,
 }
 
 // Errors that mean "no answer from the daemon", as opposed to "the daemon
-// answered no". INTERNAL is an answer (a bug in rematd): the caller sees
-// it, and PlanChooser falls back on it visibly.
+// answered no" (INTERNAL, a bug in rematd, is an answer).
 bool IsUnreachable(const absl::Status& s) {
   switch (s.code()) {
     case absl::StatusCode::kUnavailable:
@@ -130,11 +129,6 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeDaemonChannel(
                                    DaemonChannelArguments());
 }
 
-bool RemotePlanner::FallbackKey::operator<(const FallbackKey& o) const {
-  return std::tie(model, budget_bytes, solver) <
-         std::tie(o.model, o.budget_bytes, o.solver);
-}
-
 RemotePlanner::RemotePlanner(RemotePlannerOptions options)
     : options_(std::move(options)) {
   auto channel = MakeDaemonChannel(options_.address, options_.tls);
@@ -160,8 +154,8 @@ absl::Status RemotePlanner::RegisterModel(const ModelSpec& spec) {
                return stub_->RegisterModel(c, request, &response);
              });
   absl::Status status = FromGrpcStatus(s);
-  // Keep the spec even when the daemon is unreachable: plans then fall back
-  // to the safe plan instead of failing.
+  // Keep the spec even when the daemon is unreachable: later calls need it
+  // to build their requests once it is back.
   if (status.ok() || IsUnreachable(status)) {
     absl::MutexLock lock(&mu_);
     specs_[spec.name] = spec;
@@ -220,14 +214,8 @@ absl::StatusOr<PlanResult> RemotePlanner::GetPlan(const PlanRequest& request) {
       result = CallGetPlan(*spec, request);
     }
   }
-  if (result.ok()) {
-    Remember(request, *result);
-    return result;
-  }
-  if (IsUnreachable(result.status())) {
-    return Fallback(*spec, request, result.status());
-  }
-  return result.status();
+  if (result.ok()) Remember(request, *result);
+  return result;
 }
 
 void RemotePlanner::Remember(const PlanRequest& request,
@@ -238,69 +226,6 @@ void RemotePlanner::Remember(const PlanRequest& request,
   if (predicted_.size() >= 4096) predicted_.clear();
   predicted_[{request.model, request.features}] =
       result.plan->predicted_peak_bytes;
-  std::vector<GoodPlan>& plans =
-      good_[FallbackKey{request.model, request.budget_bytes, request.solver}];
-  for (GoodPlan& g : plans) {
-    if (g.bucket == result.bucket) {
-      g.plan = result.plan;
-      return;
-    }
-  }
-  if (plans.size() >= options_.max_fallback_plans) plans.erase(plans.begin());
-  plans.push_back(GoodPlan{result.bucket, result.plan});
-}
-
-PlanResult RemotePlanner::Fallback(const ModelSpec& spec,
-                                   const PlanRequest& request,
-                                   const absl::Status& why) {
-  PlanResult result;
-  result.fallback_status = why;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = good_.find(
-        FallbackKey{request.model, request.budget_bytes, request.solver});
-    const GoodPlan* best = nullptr;
-    double best_size = 0;
-    if (it != good_.end()) {
-      for (const GoodPlan& g : it->second) {
-        if (g.bucket.size() != request.features.size()) continue;
-        bool covers = true;
-        double size = 0;
-        for (size_t i = 0; i < g.bucket.size(); ++i) {
-          covers =
-              covers && static_cast<double>(g.bucket[i]) >= request.features[i];
-          size += static_cast<double>(g.bucket[i]);
-        }
-        // The tightest covering bucket recomputes the least.
-        if (covers && (best == nullptr || size < best_size)) {
-          best = &g;
-          best_size = size;
-        }
-      }
-    }
-    if (best != nullptr) {
-      ++stats_.fallback_last_good;
-      result.plan = best->plan;
-      result.bucket = best->bucket;
-      result.from_cache = true;
-      result.fallback_last_good = true;
-    } else {
-      ++stats_.fallback_safe;
-    }
-  }
-  if (result.plan != nullptr) {
-    Warn(absl::StrCat("rematd unreachable (", why.message(),
-                      "); using the last good plan for model \"", request.model,
-                      "\""));
-    return result;
-  }
-  result.plan = std::make_shared<Plan>(
-      SafePlan(spec, "safe", "safe plan: planner unreachable, recompute"));
-  Warn(absl::StrCat("rematd unreachable (", why.message(),
-                    "); using the safe plan (recompute every checkpointable "
-                    "block) for model \"",
-                    request.model, "\""));
-  return result;
 }
 
 void RemotePlanner::Warn(const std::string& message) {

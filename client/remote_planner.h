@@ -8,17 +8,14 @@
 //   batch would be counted twice);
 // * calls fail fast while the daemon is down (wait_for_ready is false) and
 //   the channel reconnects by itself when it is back;
-// * when GetPlan cannot get an answer (deadline exceeded, daemon gone), it
-//   returns the last good plan whose bucket covers the features (same
-//   model, budget and solver; each bucketed feature >= the batch's), else
-//   the safe plan: every checkpointable block RECOMPUTE, solver "safe".
-//   Both log a rate-limited warning, and the result says it is a fallback
-//   (PlanResult::fallback_status: why; fallback_last_good: which), so
-//   PlanChooser reports it as one. INTERNAL from rematd is an answer, not
-//   "unreachable": it is returned. The safe plan needs the model's spec,
-//   which RegisterModel records (or the daemon's GetModelState provides).
+// * when GetPlan gets no answer (DEADLINE_EXCEEDED, UNAVAILABLE) it returns
+//   that error: the fallback (the last good plan for a covering bucket,
+//   else the safe plan) is PlanChooser's, the one layer in front of every
+//   planner, which reports it as a fallback with the reason;
 // * GetPlan answers NOT_FOUND after a daemon lost its state: the client
-//   registers the model again (it has the spec) and asks once more.
+//   registers the model again (it has the spec: RegisterModel records it
+//   even while the daemon is unreachable, or the daemon's GetModelState
+//   provides it) and asks once more.
 //
 // ReportSamples returns the daemon's error (UNAVAILABLE, DEADLINE_EXCEEDED,
 // ...) unchanged and keeps nothing: an OK means the samples are durable in
@@ -80,10 +77,8 @@ struct RemotePlannerOptions {
   int max_attempts = 3;
   // First retry delay; doubles per retry.
   std::chrono::milliseconds initial_backoff{2};
-  // At most one fallback warning per interval (the rest are counted).
+  // At most one warning per interval (the rest are counted).
   std::chrono::milliseconds warning_interval{10000};
-  // Last good plans kept per (model, budget, solver).
-  size_t max_fallback_plans = 256;
 };
 
 // The arguments of a channel to rematd: fast reconnects (100 ms first
@@ -116,30 +111,15 @@ class RemotePlanner final : public Planner {
 
   struct Stats {
     uint64_t plans_from_daemon = 0;
-    uint64_t fallback_last_good = 0;
-    uint64_t fallback_safe = 0;
     uint64_t reregistrations = 0;
   };
   Stats stats() const;
 
  private:
-  struct FallbackKey {
-    std::string model;
-    int64_t budget_bytes;
-    std::string solver;
-    bool operator<(const FallbackKey& o) const;
-  };
-  struct GoodPlan {
-    std::vector<int64_t> bucket;
-    std::shared_ptr<const Plan> plan;
-  };
-
   // The spec recorded by RegisterModel or fetched from the daemon.
   absl::StatusOr<ModelSpec> Spec(const std::string& model);
   absl::StatusOr<PlanResult> CallGetPlan(const ModelSpec& spec,
                                          const PlanRequest& request);
-  PlanResult Fallback(const ModelSpec& spec, const PlanRequest& request,
-                      const absl::Status& why);
   void Remember(const PlanRequest& request, const PlanResult& result);
   void Warn(const std::string& message);
 
@@ -151,7 +131,6 @@ class RemotePlanner final : public Planner {
 
   mutable absl::Mutex mu_;
   std::map<std::string, ModelSpec> specs_ ABSL_GUARDED_BY(mu_);
-  std::map<FallbackKey, std::vector<GoodPlan>> good_ ABSL_GUARDED_BY(mu_);
   // Predicted peak of the latest plan per (model, features), so outcomes
   // can carry it (bounded; cleared when full).
   std::map<std::pair<std::string, Features>, int64_t> predicted_

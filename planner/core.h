@@ -71,12 +71,6 @@ struct PlanResult {
   std::shared_ptr<const Plan> plan;  // never null on success
   bool from_cache = false;
   std::vector<int64_t> bucket;  // the bucketed features the plan is sized for
-  // Set only by a client that answered without the planner (RemotePlanner
-  // when rematd cannot be reached): why it could not, and whether `plan` is
-  // the last good plan for a covering bucket (else the safe plan). OK for
-  // every answer the planner gave.
-  absl::Status fallback_status;
-  bool fallback_last_good = false;
 };
 
 struct Outcome {

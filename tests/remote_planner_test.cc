@@ -1,6 +1,8 @@
-// RemotePlanner when the daemon goes away mid-training: the last good plan
-// for the bucket, then the safe plan, errors (not silence) for samples, and
-// recovery once the daemon is back, on the same unix socket.
+// RemotePlanner when the daemon goes away mid-training, behind PlanChooser
+// as the runtime uses it: the last good plan for a covering bucket, then
+// the safe plan, each reported as a fallback with the reason; errors (not
+// silence) for samples; and recovery once the daemon is back, on the same
+// unix socket.
 #include "client/remote_planner.h"
 
 #include <signal.h>
@@ -8,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
+#include "client/plan_chooser.h"
 #include "tests/daemon_harness.h"
 
 namespace remat {
@@ -28,45 +31,42 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   options.address = "unix:" + socket;
   options.get_plan_deadline = std::chrono::milliseconds(2000);  // a busy CI
   RemotePlanner planner(options);
+  PlanChooser chooser(&planner, spec);
   REQUIRE(planner.RegisterModel(spec).ok());
   REQUIRE(planner.ReportSamples("m", testing::TestSampleGrid(spec)).ok());
 
   // Training: plans from the daemon.
-  auto good = planner.GetPlan({"m", {4, 200}, budget, ""});
-  REQUIRE(good.ok());
-  REQUIRE_FALSE(good->collect);
-  REQUIRE(good->plan->solver != "safe");
-  REQUIRE(good->fallback_status.ok());
+  const PlanChoice good = chooser.Choose({4, 200}, budget);
+  REQUIRE(good.source == PlanSource::kPlanner);
+  REQUIRE(good.planner_status.ok());
   REQUIRE(planner.stats().plans_from_daemon >= 1);
+  chooser.InvalidatePlans();  // as after a refit: ask the daemon next time
 
-  // The daemon dies.
+  // The daemon dies: the planner says so, it does not answer for itself.
   REQUIRE(daemon->Signal(SIGKILL) == 128 + SIGKILL);
+  REQUIRE(absl::IsUnavailable(
+      planner.GetPlan({"m", {4, 200}, budget, ""}).status()));
 
-  // Same bucket (seq 197 rounds up to 200 like 200): the last good plan.
-  auto last = planner.GetPlan({"m", {4, 197}, budget, ""});
-  REQUIRE(last.ok());
-  REQUIRE(last->plan == good->plan);
-  // It says it is a fallback, and why.
-  REQUIRE(last->fallback_last_good);
-  REQUIRE(!last->fallback_status.ok());
-  REQUIRE(planner.stats().fallback_last_good == 1);
+  // Same bucket (seq 197 rounds up to 200 like 200): the last good plan,
+  // reported as a fallback with the reason.
+  const PlanChoice last = chooser.Choose({4, 197}, budget);
+  REQUIRE(last.source == PlanSource::kLastGood);
+  REQUIRE(last.actions == good.actions);
+  REQUIRE(absl::IsUnavailable(last.planner_status));
   // A smaller batch is covered by that bucket too.
-  auto smaller = planner.GetPlan({"m", {2, 150}, budget, ""});
-  REQUIRE(smaller.ok());
-  REQUIRE(smaller->plan == good->plan);
+  const PlanChoice smaller = chooser.Choose({2, 150}, budget);
+  REQUIRE(smaller.source == PlanSource::kLastGood);
+  REQUIRE(smaller.actions == good.actions);
 
   // A bigger batch has no covering plan: the safe plan.
-  auto safe = planner.GetPlan({"m", {8, 480}, budget, ""});
-  REQUIRE(safe.ok());
-  REQUIRE(safe->plan->solver == "safe");
-  REQUIRE(!safe->fallback_last_good);
-  REQUIRE(!safe->fallback_status.ok());
-  REQUIRE(safe->plan->actions[0] ==
-          Action::kKeep);  // embed: not checkpointable
+  const PlanChoice safe = chooser.Choose({8, 480}, budget);
+  REQUIRE(safe.source == PlanSource::kSafe);
+  REQUIRE(safe.actions[0] == Action::kKeep);  // embed: not checkpointable
   for (size_t i = 1; i < spec.blocks.size(); ++i) {
-    REQUIRE(safe->plan->actions[i] == Action::kRecompute);
+    REQUIRE(safe.actions[i] == Action::kRecompute);
   }
-  REQUIRE(planner.stats().fallback_safe == 1);
+  REQUIRE(chooser.stats().fallbacks_last_good == 2);
+  REQUIRE(chooser.stats().fallbacks_safe == 1);
 
   // Samples are not silently lost: the caller sees the error.
   const absl::Status lost =
@@ -76,17 +76,15 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   // The daemon comes back (same socket, same state): plans recover.
   daemon = std::make_unique<DaemonProcess>();
   REQUIRE(daemon->Start({state, socket}).ok());
-  absl::StatusOr<PlanResult> back = absl::UnavailableError("not yet");
+  PlanChoice back;
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < until) {
-    back = planner.GetPlan({"m", {8, 480}, budget, ""});
-    if (back.ok() && back->plan->solver != "safe") break;
+    back = chooser.Choose({8, 480}, budget);
+    if (back.source == PlanSource::kPlanner) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  REQUIRE(back.ok());
-  REQUIRE(back->plan->solver != "safe");
-  REQUIRE_FALSE(back->collect);
+  REQUIRE(back.source == PlanSource::kPlanner);
   REQUIRE(planner.ReportSamples("m", {testing::TestSample(spec, 3, 99)}).ok());
   REQUIRE(daemon->Signal(SIGTERM) == 0);
 }
@@ -112,7 +110,7 @@ TEST_CASE("a daemon that lost its state gets the model registered again") {
       std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < until) {
     r = planner.GetPlan({"m", {1, 64}, 1 << 30, ""});
-    if (r.ok() && r->plan->solver != "safe") break;
+    if (r.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   REQUIRE(r.ok());
@@ -122,22 +120,26 @@ TEST_CASE("a daemon that lost its state gets the model registered again") {
   REQUIRE(daemon->Signal(SIGTERM) == 0);
 }
 
-TEST_CASE("an address nobody serves: fast errors and the safe plan") {
+TEST_CASE("an address nobody serves: fast errors, and the safe plan") {
   RemotePlannerOptions options;
   options.address = "unix:" + testing::MakeTempDir() + "/nobody.sock";
   RemotePlanner planner(options);
   const ModelSpec spec = testing::TestModel("m", 3);
   // Registration fails with UNAVAILABLE but the spec is kept for plans.
   REQUIRE(absl::IsUnavailable(planner.RegisterModel(spec)));
-  auto r = planner.GetPlan({"m", {1, 64}, 1 << 30, ""});
-  REQUIRE(r.ok());
-  REQUIRE(r->plan->solver == "safe");
+  REQUIRE(absl::IsUnavailable(
+      planner.GetPlan({"m", {1, 64}, 1 << 30, ""}).status()));
+  // In front of it, PlanChooser runs the safe plan and says why.
+  PlanChooser chooser(&planner, spec);
+  const PlanChoice safe = chooser.Choose({1, 64}, 1 << 30);
+  REQUIRE(safe.source == PlanSource::kSafe);
+  REQUIRE(absl::IsUnavailable(safe.planner_status));
   REQUIRE(absl::IsUnavailable(
       planner.ReportSamples("m", {testing::TestSample(spec, 1, 64)})));
   // Bad input is still an error, never a fallback.
   REQUIRE(absl::IsInvalidArgument(
       planner.GetPlan({"m", {1}, 1 << 30, ""}).status()));
-  // A model this client never registered cannot get a safe plan.
+  // A model this client never registered: its spec is unknown.
   REQUIRE_FALSE(planner.GetPlan({"other", {1, 64}, 1 << 30, ""}).ok());
 }
 
