@@ -7,22 +7,6 @@
 
 namespace remat {
 
-const char* PlanSourceName(PlanSource source) {
-  switch (source) {
-    case PlanSource::kLocalCache:
-      return "local_cache";
-    case PlanSource::kPlanner:
-      return "planner";
-    case PlanSource::kCollect:
-      return "collect";
-    case PlanSource::kLastGood:
-      return "last_good";
-    case PlanSource::kSafe:
-      return "safe";
-  }
-  return "unknown";
-}
-
 const PlanChooser::Cached* PlanChooser::Lru::Get(const Key& key) {
   auto it = index_.find(key);
   if (it == index_.end()) return nullptr;

@@ -57,16 +57,6 @@ struct PlanChooserOptions {
   std::string solver;
 };
 
-enum class PlanSource {
-  kLocalCache,  // answered locally
-  kPlanner,     // the planner's plan
-  kCollect,     // the planner asked to collect: safe plan, measure
-  kLastGood,    // planner failed; the last good plan for the bucket
-  kSafe,        // planner failed; no good plan known: safe plan
-};
-
-const char* PlanSourceName(PlanSource source);
-
 struct PlanChoice {
   std::vector<Action> actions;  // one per block; never OFFLOAD
   PlanSource source = PlanSource::kSafe;

@@ -226,6 +226,7 @@ absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {
     o.measured_peak_bytes = *peak_bytes_;
     o.step_ns = step_ns;
     o.out_of_memory = oom;
+    o.plan_source = choice_.source;
     *outcome = std::move(o);
   }
   return status;

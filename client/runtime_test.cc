@@ -360,6 +360,7 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   CHECK(planner.outcomes[0].measured_peak_bytes > 0);
   CHECK(planner.outcomes[0].measured_peak_bytes ==
         *planned_step->measured_peak_bytes());
+  CHECK(planner.outcomes[0].plan_source == PlanSource::kPlanner);
 
   // Repeats are answered locally.
   auto repeat = planned.BeginStep({6}, 1 << 30);
@@ -372,6 +373,10 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   CHECK(safe->choice().source == PlanSource::kSafe);
   CHECK(safe->choice().actions == SafeActions(planned.model()->spec()));
   REQUIRE(run(*safe).ok());
+  // Each outcome says where its plan came from (rematd counts fallbacks).
+  REQUIRE(planner.outcomes.size() == 3);
+  CHECK(planner.outcomes[1].plan_source == PlanSource::kLocalCache);
+  CHECK(planner.outcomes[2].plan_source == PlanSource::kSafe);
 }
 
 TEST_CASE("an out-of-memory step reports it, also when it unwinds",

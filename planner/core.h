@@ -82,6 +82,8 @@ struct Outcome {
   int64_t measured_peak_bytes = 0;
   int64_t step_ns = 0;
   bool out_of_memory = false;
+  // How the client chose the plan, when it says; only counted (metrics).
+  std::optional<PlanSource> plan_source;
 };
 
 struct ModelState {

@@ -85,4 +85,20 @@ Plan SafePlan(const ModelSpec& model, const std::string& solver,
   return plan;
 }
 
+const char* PlanSourceName(PlanSource source) {
+  switch (source) {
+    case PlanSource::kLocalCache:
+      return "local_cache";
+    case PlanSource::kPlanner:
+      return "planner";
+    case PlanSource::kCollect:
+      return "collect";
+    case PlanSource::kLastGood:
+      return "last_good";
+    case PlanSource::kSafe:
+      return "safe";
+  }
+  return "unknown";
+}
+
 }  // namespace remat

@@ -92,6 +92,23 @@ std::vector<Action> SafeActions(const ModelSpec& model);
 Plan SafePlan(const ModelSpec& model, const std::string& solver,
               const std::string& reason);
 
+// Where a step's plan came from (the client's PlanChooser decides; an
+// Outcome may say, for the daemon's metrics).
+enum class PlanSource {
+  kLocalCache,  // answered locally
+  kPlanner,     // the planner's plan
+  kCollect,     // the planner asked to collect: safe plan, measure
+  kLastGood,    // planner failed; the last good plan for a covering bucket
+  kSafe,        // planner failed; no good plan known: safe plan
+};
+
+inline constexpr PlanSource kAllPlanSources[] = {
+    PlanSource::kLocalCache, PlanSource::kPlanner, PlanSource::kCollect,
+    PlanSource::kLastGood, PlanSource::kSafe};
+
+// "local_cache", "planner", "collect", "last_good", "safe".
+const char* PlanSourceName(PlanSource source);
+
 }  // namespace remat
 
 #endif  // REMAT_PLANNER_PLAN_H_

@@ -161,6 +161,7 @@ TEST_CASE("every RPC through RemotePlanner against a real rematd") {
   outcome.step_ns = 120000000;
   REQUIRE(planner.ReportOutcome(outcome).ok());
   outcome.out_of_memory = true;
+  outcome.plan_source = PlanSource::kLastGood;  // a step on a fallback plan
   REQUIRE(planner.ReportOutcome(outcome).ok());
 
   // GetModelState and ListModels.
@@ -189,6 +190,8 @@ TEST_CASE("every RPC through RemotePlanner against a real rematd") {
                    "rematd_requests_total{method=\"RegisterModel\",code="
                    "\"ALREADY_EXISTS\"} 1"));
   REQUIRE(Contains(metrics, "rematd_oom_reports_total 1"));
+  REQUIRE(Contains(metrics,
+                   "rematd_outcomes_by_source_total{source=\"last_good\"} 1"));
   REQUIRE(Contains(metrics, "rematd_peak_ratio_count 2"));
   REQUIRE(Contains(metrics, "rematd_plan_cache_hits_total"));
   REQUIRE(

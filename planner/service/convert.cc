@@ -126,6 +126,36 @@ v1::Action ActionToProto(Action action) {
   return v1::ACTION_UNSPECIFIED;
 }
 
+namespace {
+
+// PlanSource and its wire enum, in one table.
+constexpr std::pair<PlanSource, v1::PlanSource> kPlanSources[] = {
+    {PlanSource::kPlanner, v1::PLAN_SOURCE_PLANNER},
+    {PlanSource::kLocalCache, v1::PLAN_SOURCE_LOCAL_CACHE},
+    {PlanSource::kCollect, v1::PLAN_SOURCE_COLLECT},
+    {PlanSource::kLastGood, v1::PLAN_SOURCE_LAST_GOOD},
+    {PlanSource::kSafe, v1::PLAN_SOURCE_SAFE},
+};
+
+}  // namespace
+
+absl::StatusOr<std::optional<PlanSource>> PlanSourceFromProto(
+    int source, const std::string& field) {
+  if (source == v1::PLAN_SOURCE_UNSPECIFIED) return std::nullopt;
+  for (const auto& [ours, wire] : kPlanSources) {
+    if (wire == source) return ours;
+  }
+  return InvalidField(field, absl::StrCat("unknown plan source ", source,
+                                          "; leave it unset when unknown"));
+}
+
+v1::PlanSource PlanSourceToProto(std::optional<PlanSource> source) {
+  for (const auto& [ours, wire] : kPlanSources) {
+    if (source == ours) return wire;
+  }
+  return v1::PLAN_SOURCE_UNSPECIFIED;
+}
+
 void PlanToProto(const ModelSpec& spec, const Plan& plan, v1::Plan* proto,
                  bool with_reasons) {
   proto->Clear();
@@ -250,6 +280,9 @@ absl::StatusOr<Outcome> OutcomeFromProto(
   outcome.measured_peak_bytes = proto.measured_peak_bytes();
   outcome.step_ns = proto.step_ns();
   outcome.out_of_memory = proto.out_of_memory();
+  auto source = PlanSourceFromProto(proto.plan_source(), "plan_source");
+  if (!source.ok()) return source.status();
+  outcome.plan_source = *source;
   return outcome;
 }
 
@@ -262,6 +295,7 @@ void OutcomeToProto(const ModelSpec& spec, const Outcome& outcome,
   proto->set_measured_peak_bytes(outcome.measured_peak_bytes);
   proto->set_step_ns(outcome.step_ns);
   proto->set_out_of_memory(outcome.out_of_memory);
+  proto->set_plan_source(PlanSourceToProto(outcome.plan_source));
 }
 
 void VerdictToProto(const SampleVerdict& verdict, v1::SampleVerdict* proto) {

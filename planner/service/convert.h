@@ -10,6 +10,7 @@
 #ifndef REMAT_PLANNER_SERVICE_CONVERT_H_
 #define REMAT_PLANNER_SERVICE_CONVERT_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -47,6 +48,10 @@ void SampleToProto(const ModelSpec& spec, const Sample& sample,
 // INVALID_ARGUMENT for ACTION_UNSPECIFIED or an unknown number.
 absl::StatusOr<Action> ActionFromProto(int action, const std::string& field);
 v1::Action ActionToProto(Action action);
+// UNSPECIFIED is nullopt; an unknown value is INVALID_ARGUMENT naming field.
+absl::StatusOr<std::optional<PlanSource>> PlanSourceFromProto(
+    int source, const std::string& field);
+v1::PlanSource PlanSourceToProto(std::optional<PlanSource> source);
 
 // Block names come from `spec`; plan.actions.size() must match its blocks
 // (reasons may be shorter).

@@ -172,6 +172,20 @@ TEST_CASE("outcomes need one action per block") {
   REQUIRE(back->measured_peak_bytes == 999);
   REQUIRE(back->step_ns == 1234);
   REQUIRE(back->out_of_memory);
+  REQUIRE_FALSE(back->plan_source.has_value());  // not said: unknown
+
+  for (PlanSource source : kAllPlanSources) {
+    o.plan_source = source;
+    OutcomeToProto(Spec(), o, &proto);
+    auto round = OutcomeFromProto(Spec(), proto);
+    REQUIRE(round.ok());
+    REQUIRE(round->plan_source == source);
+  }
+  proto.set_plan_source(static_cast<v1::PlanSource>(77));
+  auto unknown = OutcomeFromProto(Spec(), proto);
+  REQUIRE(absl::IsInvalidArgument(unknown.status()));
+  REQUIRE(Contains(unknown.status(), "plan_source"));
+  proto.set_plan_source(v1::PLAN_SOURCE_UNSPECIFIED);
 
   proto.add_actions(v1::KEEP);
   auto bad = OutcomeFromProto(Spec(), proto);

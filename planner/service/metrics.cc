@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "planner/plan.h"
 
 namespace remat {
 namespace {
@@ -83,7 +84,13 @@ void Histogram::Render(const std::string& name, const std::string& labels,
 Metrics::Metrics()
     : plan_hit_seconds_(LatencyBounds()),
       plan_miss_seconds_(LatencyBounds()),
-      peak_ratio_({0.5, 0.75, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2}) {}
+      peak_ratio_({0.5, 0.75, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2}) {
+  // Every source from the start (at 0), so that a rate over fallbacks has
+  // a series before the first one.
+  for (PlanSource source : kAllPlanSources) {
+    outcomes_by_source_[PlanSourceName(source)] = 0;
+  }
+}
 
 void Metrics::CountRequest(const std::string& method, const std::string& code) {
   absl::MutexLock lock(&mu_);
@@ -96,10 +103,11 @@ void Metrics::ObservePlanLatency(double seconds, bool from_cache) {
 
 void Metrics::ObservePeakRatio(double ratio) { peak_ratio_.Observe(ratio); }
 
-void Metrics::CountOutcome(bool out_of_memory) {
+void Metrics::CountOutcome(bool out_of_memory, const std::string& plan_source) {
   absl::MutexLock lock(&mu_);
   ++outcomes_;
   if (out_of_memory) ++oom_;
+  if (!plan_source.empty()) ++outcomes_by_source_[plan_source];
 }
 
 void Metrics::CountSamples(uint64_t n, uint64_t quarantined) {
@@ -133,6 +141,14 @@ std::string Metrics::RenderPrometheus(
     Header("rematd_oom_reports_total",
            "Step outcomes reported as out of memory.", "counter", &out);
     absl::StrAppend(&out, "rematd_oom_reports_total ", oom_, "\n");
+    Header("rematd_outcomes_by_source_total",
+           "Step outcomes by where the trainer's plan came from; last_good "
+           "and safe are fallbacks (the planner failed or was too slow).",
+           "counter", &out);
+    for (const auto& [source, n] : outcomes_by_source_) {
+      absl::StrAppend(&out, "rematd_outcomes_by_source_total{source=\"",
+                      EscapeLabelValue(source), "\"} ", n, "\n");
+    }
     Header("rematd_samples_total", "Samples accepted by ReportSamples.",
            "counter", &out);
     absl::StrAppend(&out, "rematd_samples_total ", samples_, "\n");

@@ -56,7 +56,9 @@ class Metrics {
   void ObservePlanLatency(double seconds, bool from_cache);
   // ReportOutcome with a known prediction: measured / predicted peak.
   void ObservePeakRatio(double measured_over_predicted);
-  void CountOutcome(bool out_of_memory);
+  // `plan_source`: how the trainer chose the step's plan (PlanSourceName:
+  // "planner", "last_good", ...), empty when it did not say.
+  void CountOutcome(bool out_of_memory, const std::string& plan_source = "");
   // Samples accepted by ReportSamples; `quarantined` of them were held as
   // outliers (kept, not fitted).
   void CountSamples(uint64_t n, uint64_t quarantined = 0);
@@ -73,6 +75,7 @@ class Metrics {
       ABSL_GUARDED_BY(mu_);
   uint64_t outcomes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t oom_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t> outcomes_by_source_ ABSL_GUARDED_BY(mu_);
   uint64_t samples_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t quarantined_ ABSL_GUARDED_BY(mu_) = 0;
 

@@ -39,7 +39,9 @@ TEST_CASE("the exposition has every metric with HELP and TYPE") {
   m.ObservePlanLatency(0.003, false);
   m.ObservePeakRatio(1.02);
   m.CountOutcome(true);
-  m.CountOutcome(false);
+  m.CountOutcome(false, "safe");
+  m.CountOutcome(false, "safe");
+  m.CountOutcome(false, "planner");
   m.CountSamples(7);
   REQUIRE(m.requests("GetPlan", "OK") == 2);
   const std::string text = m.RenderPrometheus(
@@ -57,7 +59,10 @@ TEST_CASE("the exposition has every metric with HELP and TYPE") {
   REQUIRE(Contains(text, "rematd_peak_ratio_bucket{le=\"1.05\"} 1\n"));
   REQUIRE(Contains(text, "rematd_peak_ratio_bucket{le=\"1\"} 0\n"));
   REQUIRE(Contains(text, "rematd_oom_reports_total 1\n"));
-  REQUIRE(Contains(text, "rematd_outcomes_total 2\n"));
+  REQUIRE(Contains(text, "rematd_outcomes_total 4\n"));
+  REQUIRE(Contains(text, "rematd_outcomes_by_source_total{source=\"safe\"} 2\n"));
+  REQUIRE(
+      Contains(text, "rematd_outcomes_by_source_total{source=\"planner\"} 1\n"));
   REQUIRE(Contains(text, "rematd_samples_total 7\n"));
   REQUIRE(Contains(text,
                    "# TYPE rematd_plan_cache_hits_total counter\n"

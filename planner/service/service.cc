@@ -437,7 +437,9 @@ absl::Status PlannerService::DoReportOutcome(
       !s.ok()) {
     return s;
   }
-  metrics_->CountOutcome(request.out_of_memory());
+  metrics_->CountOutcome(
+      request.out_of_memory(),
+      outcome->plan_source ? PlanSourceName(*outcome->plan_source) : "");
   if (request.has_predicted_peak_bytes() &&
       request.predicted_peak_bytes() > 0 && request.measured_peak_bytes() > 0) {
     metrics_->ObservePeakRatio(
