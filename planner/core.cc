@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "planner/exact_solver.h"
@@ -31,6 +33,8 @@ bool SameShape(const ModelSpec& a, const ModelSpec& b) {
 
 // Everything ReportOutcome needs to hold before it changes anything: after
 // this, calibration cannot refuse the report.
+constexpr char kSmallestPeakPayload[] = "remat/smallest_peak_bytes";
+
 absl::Status ValidateOutcome(const ModelSpec& spec, const Outcome& outcome) {
   if (auto s = ValidateFeatures(spec, outcome.features); !s.ok()) return s;
   if (outcome.actions.size() != spec.blocks.size()) {
@@ -332,13 +336,16 @@ struct PlannerCore::Impl {
     // plans are returned as they are (feasible false when the memory model
     // says they break the budget), so they run as their authors meant.
     if (!plan.feasible && IsExactSolver(prepared.solver_name)) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      absl::Status no_fit = absl::ResourceExhaustedError(absl::StrCat(
           "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
           " for features [", absl::StrJoin(request.features, ", "),
           "]; the smallest reachable peak is ",
           FormatBytes(plan.predicted_peak_bytes), " (",
           plan.predicted_peak_bytes, " bytes); raise the budget or shrink the "
           "batch"));
+      no_fit.SetPayload(kSmallestPeakPayload,
+                        absl::Cord(absl::StrCat(plan.predicted_peak_bytes)));
+      return no_fit;
     }
     Model& m = *prepared.model;
     {
@@ -481,6 +488,17 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlanUncached(
   auto prepared = impl_->Prepare(request);
   if (!prepared.ok()) return prepared.status();
   return impl_->SolveAndCache(*prepared, request);
+}
+
+std::optional<int64_t> SmallestPeakBytes(const absl::Status& status) {
+  if (!absl::IsResourceExhausted(status)) return std::nullopt;
+  const auto payload =
+      status.GetPayload(kSmallestPeakPayload);
+  int64_t bytes = 0;
+  if (!payload || !absl::SimpleAtoi(std::string(*payload), &bytes)) {
+    return std::nullopt;
+  }
+  return bytes;
 }
 
 absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {

@@ -73,6 +73,11 @@ struct PlanResult {
   std::vector<int64_t> bucket;  // the bucketed features the plan is sized for
 };
 
+// The smallest reachable peak that a GetPlan RESOURCE_EXHAUSTED ("no plan
+// fits") carries, so a server can tell its caller without solving again;
+// nullopt for other statuses.
+std::optional<int64_t> SmallestPeakBytes(const absl::Status& status);
+
 struct Outcome {
   std::string model;
   Features features;
@@ -141,7 +146,8 @@ class PlannerCore {
                           const AddSamplesOptions& options = {});
   // NOT_FOUND, INVALID_ARGUMENT (features, budget, solver), or
   // RESOURCE_EXHAUSTED when no plan fits (exact and static_max), with the
-  // smallest reachable peak in the message. The baseline solvers' plans are
+  // smallest reachable peak in the message and, as a number, in the
+  // status (SmallestPeakBytes). The baseline solvers' plans are
   // returned even when the memory model says they do not fit
   // (plan->feasible false). COLLECT is a successful result, not an error.
   // GetPlan = GetPlanIfCached, and GetPlanUncached on a miss.

@@ -278,6 +278,12 @@ TEST_CASE("no plan fits: RESOURCE_EXHAUSTED names the smallest peak") {
   auto explained = core.Explain({"enc", {8, 512}, 1 << 20});
   REQUIRE(explained.ok());
   CHECK_FALSE(explained->plan->feasible);
+  // The status carries that peak as a number: Explain's, with no re-solve.
+  CHECK(SmallestPeakBytes(result.status()) ==
+        explained->plan->predicted_peak_bytes);
+  CHECK(SmallestPeakBytes(absl::ResourceExhaustedError("other")) ==
+        std::nullopt);
+  CHECK(SmallestPeakBytes(absl::OkStatus()) == std::nullopt);
 }
 
 TEST_CASE("a measured peak above the prediction makes later plans safer") {

@@ -422,6 +422,10 @@ TEST_CASE("bad requests get their code and the daemon keeps serving") {
     if (bad.name == "plan that cannot fit") {
       const auto& trailers = context.GetServerTrailingMetadata();
       REQUIRE(trailers.count(kSmallestPeakMetadataKey) == 1);
+      // The peak the message names, as a number.
+      const std::string peak(trailers.find(kSmallestPeakMetadataKey)->second.data(),
+                             trailers.find(kSmallestPeakMetadataKey)->second.size());
+      REQUIRE(Contains(s.error_message(), "(" + peak + " bytes)"));
     }
     REQUIRE(Health(daemon.address()) == "SERVING");
   }

@@ -379,12 +379,11 @@ absl::Status PlannerService::DoGetPlan(grpc::ServerContext* context,
   }
   if (!result.ok()) {
     if (absl::IsResourceExhausted(result.status())) {
-      // No plan fits: tell the caller the smallest reachable peak.
-      auto explained = core_->Explain(plan_request);
-      if (explained.ok() && explained->plan != nullptr) {
-        context->AddTrailingMetadata(
-            kSmallestPeakMetadataKey,
-            absl::StrCat(explained->plan->predicted_peak_bytes));
+      // No plan fits: tell the caller the smallest reachable peak (the
+      // solve found it; no second solve).
+      if (auto smallest = SmallestPeakBytes(result.status())) {
+        context->AddTrailingMetadata(kSmallestPeakMetadataKey,
+                                     absl::StrCat(*smallest));
       }
       LogEvent(spdlog::level::info, "plan",
                {{"model", request.model()},
