@@ -288,9 +288,14 @@ TEST_CASE("the peak follows the memory model on values and bounds") {
   auto peak = est->PredictPeakBytes(f, actions);
   REQUIRE(peak.ok());
   const Truth t = Law(8, 256);
-  // base + x_0 + a_1 + a_2 + (a_0 - x_0)
-  const double want =
-      t.base + t.input[0] + t.act[1] + t.act[2] + (t.act[0] - t.input[0]);
+  // The point predictions through the memory model.
+  PlanProblem point = MakePlanProblem(est->model(), *p, 0, 0);
+  for (size_t i = 0; i < point.blocks.size(); ++i) {
+    point.blocks[i].act_bytes = static_cast<int64_t>(t.act[i]);
+    point.blocks[i].input_bytes = static_cast<int64_t>(t.input[i]);
+  }
+  point.base_bytes = static_cast<int64_t>(t.base);
+  const double want = static_cast<double>(PredictedPeakBytes(point, actions));
   CHECK(RelErr(peak->value, want) < 1e-6);
   CHECK(peak->upper >= peak->value);
   PlanProblem upper = MakePlanProblem(est->model(), *p, 0, 0);

@@ -1,6 +1,7 @@
 #include "planner/plan.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace remat {
 
@@ -26,8 +27,143 @@ bool ParseAction(const std::string& name, Action* action) {
   return false;
 }
 
+BlockMemory MemoryOf(const PlanProblem& problem, size_t i) {
+  const std::vector<BlockCost>& blocks = problem.blocks;
+  const BlockCost& b = blocks[i];
+  BlockMemory m;
+  m.keep_bytes = b.act_bytes;
+  int64_t output = b.output_bytes;
+  if (output < 0) {
+    output = i + 1 < blocks.size() ? blocks[i + 1].input_bytes
+                                   : std::min(b.input_bytes, b.act_bytes);
+  }
+  m.output_bytes = output;
+  m.recompute_bytes = output;
+  m.backward_bytes = b.act_bytes + output + b.input_bytes +
+                     std::max<int64_t>(b.workspace_bytes, 0);
+  m.transfer_bytes = b.transfer_bytes >= 0
+                         ? std::min(b.transfer_bytes, b.act_bytes)
+                         : std::max<int64_t>(b.act_bytes - output, 0);
+  m.backward_ns = b.backward_ns >= 0 ? b.backward_ns : 2 * b.forward_ns;
+  return m;
+}
+
+namespace {
+
+// ns to move `bytes` at `bytes_per_s`.
+double TransferNs(int64_t bytes, double bytes_per_s) {
+  return static_cast<double>(bytes) / bytes_per_s * 1e9;
+}
+
+}  // namespace
+
+StepSimulation SimulateStep(const PlanProblem& problem,
+                            const std::vector<Action>& actions) {
+  const size_t n = problem.blocks.size();
+  const bool link = problem.has_link();
+  std::vector<BlockMemory> mem(n);
+  // What each block holds once its forward is done and any copy out has
+  // landed; an offloaded block holds t_i more until then.
+  std::vector<int64_t> share(n);
+  std::vector<bool> offloaded(n);
+  StepSimulation sim;
+  for (size_t i = 0; i < n; ++i) {
+    mem[i] = MemoryOf(problem, i);
+    offloaded[i] = link && actions[i] == Action::kOffload;
+    switch (actions[i]) {
+      case Action::kKeep:
+        share[i] = mem[i].keep_bytes;
+        break;
+      case Action::kRecompute:
+        share[i] = mem[i].recompute_bytes;
+        sim.recompute_ns += problem.blocks[i].forward_ns;
+        break;
+      case Action::kOffload:
+        share[i] = offloaded[i] ? mem[i].keep_bytes - mem[i].transfer_bytes
+                                : mem[i].keep_bytes;
+        break;
+    }
+  }
+  auto moment = [&](int64_t bytes, size_t block, bool backward) {
+    if (sim.peak_block < 0 || bytes > sim.peak_bytes) {
+      sim.peak_bytes = bytes;
+      sim.peak_block = static_cast<int>(block);
+      sim.peak_in_backward = backward;
+    }
+  };
+  // Offloaded blocks below `end` whose copy out has not landed by `now`.
+  std::vector<double> copied_out(n, 0);  // when each copy out lands
+  auto in_flight = [&](size_t end, double now) {
+    int64_t bytes = 0;
+    for (size_t i = 0; i < end; ++i) {
+      if (offloaded[i] && copied_out[i] > now) bytes += mem[i].transfer_bytes;
+    }
+    return bytes;
+  };
+
+  // Forward.
+  double now = 0, d2h_free = 0;
+  int64_t held = problem.base_bytes;  // base plus the shares of blocks < k
+  std::vector<int64_t> below(n + 1);  // base plus the shares of blocks < j
+  for (size_t k = 0; k < n; ++k) {
+    below[k] = held;
+    now += static_cast<double>(problem.blocks[k].forward_ns);
+    moment(held + in_flight(k, now) + mem[k].keep_bytes, k, false);
+    if (offloaded[k]) {
+      d2h_free = std::max(now, d2h_free) +
+                 TransferNs(mem[k].transfer_bytes, problem.d2h_bytes_per_s);
+      copied_out[k] = d2h_free;
+    }
+    held += share[k];
+  }
+  below[n] = held;
+
+  // Backward.
+  double h2d_free = 0;
+  std::vector<double> arrives(n, 0);  // when each copy back lands
+  auto prefetch = [&](size_t i, double issued) {
+    const double start = std::max({issued, copied_out[i], h2d_free});
+    h2d_free =
+        start + TransferNs(mem[i].transfer_bytes, problem.h2d_bytes_per_s);
+    arrives[i] = h2d_free;
+  };
+  if (n > 0 && offloaded[n - 1]) prefetch(n - 1, now);
+  double exposed = 0;
+  for (size_t j = n; j-- > 0;) {
+    double begin = now;
+    if (offloaded[j] && arrives[j] > begin) {
+      exposed += arrives[j] - begin;
+      begin = arrives[j];
+    }
+    if (j > 0 && offloaded[j - 1]) prefetch(j - 1, begin);
+    int64_t bytes = below[j] + in_flight(j, begin) + mem[j].backward_bytes;
+    // The last block's original output is still held (by the loss) while
+    // a recompute rebuilds it (measured: collector_torch_test).
+    if (j + 1 == n && actions[j] == Action::kRecompute) {
+      bytes += mem[j].output_bytes;
+    }
+    // The block below, prefetched during this backward, is back whole.
+    if (j > 0 && offloaded[j - 1] && !(copied_out[j - 1] > begin)) {
+      bytes += mem[j - 1].transfer_bytes;
+    }
+    moment(bytes, j, true);
+    now = begin + static_cast<double>(mem[j].backward_ns) +
+          (actions[j] == Action::kRecompute
+               ? static_cast<double>(problem.blocks[j].forward_ns)
+               : 0);
+  }
+  if (n == 0) sim.peak_bytes = problem.base_bytes;
+  sim.exposed_transfer_ns = static_cast<int64_t>(std::ceil(exposed));
+  return sim;
+}
+
 int64_t PredictedPeakBytes(const PlanProblem& problem,
                            const std::vector<Action>& actions) {
+  return SimulateStep(problem, actions).peak_bytes;
+}
+
+int64_t PredictedPeakBytesV1(const PlanProblem& problem,
+                             const std::vector<Action>& actions) {
   int64_t retained = 0;
   int64_t rematerialised = 0;  // the max term
   for (size_t i = 0; i < problem.blocks.size(); ++i) {
@@ -58,8 +194,10 @@ int64_t RecomputeNs(const PlanProblem& problem,
 }
 
 void ScorePlan(const PlanProblem& problem, Plan* plan) {
-  plan->predicted_peak_bytes = PredictedPeakBytes(problem, plan->actions);
-  plan->recompute_ns = RecomputeNs(problem, plan->actions);
+  const StepSimulation sim = SimulateStep(problem, plan->actions);
+  plan->predicted_peak_bytes = sim.peak_bytes;
+  plan->recompute_ns = sim.recompute_ns;
+  plan->exposed_transfer_ns = sim.exposed_transfer_ns;
   plan->feasible = plan->predicted_peak_bytes <= problem.limit_bytes();
 }
 

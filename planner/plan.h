@@ -1,5 +1,6 @@
 // Plans and the memory model: the one place that says how much memory a plan
-// needs. Every solver, test and benchmark calls PredictedPeakBytes.
+// needs. Every solver, test and benchmark calls SimulateStep (or
+// PredictedPeakBytes, its peak).
 //
 // Thread safety: plain values and pure functions.
 #ifndef REMAT_PLANNER_PLAN_H_
@@ -25,14 +26,32 @@ const char* ActionName(Action action);
 // Parses ActionName's output; false on anything else.
 bool ParseAction(const std::string& name, Action* action);
 
+// A quantity a BlockCost may leave unknown (older callers, traces and
+// instance files): the memory model then uses the default it documents.
+inline constexpr int64_t kUnknown = -1;
+
 // What a solver knows about one block for one batch (usually the
 // estimator's upper bounds).
 struct BlockCost {
   std::string name;
-  int64_t act_bytes = 0;    // a_i: retained for backward under KEEP
-  int64_t input_bytes = 0;  // x_i: retained under RECOMPUTE
-  int64_t forward_ns = 0;   // c_i: what one recompute costs
+  // a_i: what the block's forward leaves allocated when it KEEPs: its saved
+  // tensors plus its output (the collector measures it so).
+  int64_t act_bytes = 0;
+  // x_i: its input, the previous block's output (the batch for block 0).
+  int64_t input_bytes = 0;
+  int64_t forward_ns = 0;  // c_i: one forward, the price of a recompute
   bool checkpointable = true;
+  // o_i: its output. Unknown: the next block's input_bytes (the output is
+  // that input); for the last block its own input_bytes, at most act_bytes.
+  int64_t output_bytes = kUnknown;
+  // w_i: transient memory of its backward beyond its saved tensors and the
+  // gradients of its output and input. Unknown: 0.
+  int64_t workspace_bytes = kUnknown;
+  // Its backward time. Unknown: twice forward_ns.
+  int64_t backward_ns = kUnknown;
+  // What OFFLOAD copies to host and back: the saved tensors without the
+  // output (which the next block holds). Unknown: act_bytes - output.
+  int64_t transfer_bytes = kUnknown;
 };
 
 // One planning question: a chain of blocks, what is alive before forward,
@@ -42,9 +61,15 @@ struct PlanProblem {
   int64_t budget_bytes = 0;  // the device memory the step may use
   int64_t margin_bytes = 0;  // kept free below the budget (fragmentation)
   std::vector<BlockCost> blocks;
+  // The host link's bandwidth per direction (device to host, host to
+  // device). 0: no link known; an OFFLOAD block then never leaves the
+  // device (it holds what KEEP holds) and solvers do not choose OFFLOAD.
+  double d2h_bytes_per_s = 0;
+  double h2d_bytes_per_s = 0;
 
   // What a plan's peak must not exceed: budget_bytes - margin_bytes.
   int64_t limit_bytes() const { return budget_bytes - margin_bytes; }
+  bool has_link() const { return d2h_bytes_per_s > 0 && h2d_bytes_per_s > 0; }
 };
 
 // A solver's answer for one problem.
@@ -54,26 +79,83 @@ struct Plan {
   bool feasible = false;             // predicted_peak_bytes <= limit_bytes()
   int64_t predicted_peak_bytes = 0;  // PredictedPeakBytes(problem, actions)
   int64_t recompute_ns = 0;          // RecomputeNs(problem, actions)
+  // Transfer time that compute does not hide (SimulateStep).
+  int64_t exposed_transfer_ns = 0;
   std::string solver;                // the solver that made it
 };
 
-// The memory model (DESIGN.md). With R the recomputed blocks, O the
-// offloaded ones and K the rest:
+// The memory model, version 2 (DESIGN.md, "Memory model"): the step
+// simulated in the order it runs, one moment per block end.
 //
-//   peak = base + sum_{i in K} a_i + sum_{i in R} x_i
-//        + max( max_{j in R} (a_j - x_j), max_{j in O} a_j )
+// Forward, blocks 0..L-1. Block i leaves allocated until backward:
+//   KEEP       a_i (its saved tensors and its output);
+//   RECOMPUTE  o_i (its output: the next block's input, held by the next
+//              block or as its checkpoint; its own input is the previous
+//              block's output, already counted there, or the batch, which
+//              is in base);
+//   OFFLOAD    a_i until its copy to host completes, then a_i - t_i (t_i:
+//              transfer_bytes). Copies run on one device-to-host engine,
+//              first in first out, each starting when its block's forward
+//              ends (or when the engine is free) and taking t_i / bandwidth.
+// The moment at the end of block k's forward holds base, every earlier
+// block's share at that time, and a_k.
+// Backward, blocks L-1..0. During block j's backward the blocks above j
+// have freed what they held; block j has a_j materialised (kept, rebuilt
+// by its recompute, or prefetched back), the gradient of its output (o_j),
+// the gradient of its input (x_j) and its workspace (w_j); every block
+// below j holds its forward share. A recomputed last block also still has
+// its original output (the loss holds it), so recomputing it never lowers
+// the peak. An offloaded block's copy back starts
+// on the host-to-device engine when the backward of the block above it
+// starts (one block of prefetch; at the end of forward for the last
+// block), after its copy out has landed, so its t_i is also held during
+// the backward of the block above it; a backward that must wait for its
+// copy back exposes that wait.
+// The peak is the largest moment. Without a link (has_link() false)
+// OFFLOAD holds what KEEP holds and costs nothing.
 //
-// The max term is the one block whose activations are materialised again
-// during backward: a recompute rebuilds a_j while x_j is still held; an
-// offloaded block's a_j is prefetched back. Offloaded activations occupy no
-// device memory otherwise. Mimose's greedy leaves the max term out; remat
-// does not. Precondition: actions.size() == problem.blocks.size().
+// Time: recompute_ns (the forwards of recomputed blocks) plus
+// exposed_transfer_ns; the rest of the step does not depend on the plan.
+struct StepSimulation {
+  int64_t peak_bytes = 0;
+  // Where the peak is: the block, and whether in its backward (else at the
+  // end of its forward). -1 for an empty chain.
+  int peak_block = -1;
+  bool peak_in_backward = false;
+  int64_t recompute_ns = 0;
+  int64_t exposed_transfer_ns = 0;
+};
+// Precondition: actions.size() == problem.blocks.size().
+StepSimulation SimulateStep(const PlanProblem& problem,
+                            const std::vector<Action>& actions);
+
+// SimulateStep(...).peak_bytes: the one memory model.
 int64_t PredictedPeakBytes(const PlanProblem& problem,
                            const std::vector<Action>& actions);
+
+// The first memory model, kept only so benchmarks can show how far it was
+// off: base + sum_{i in K} a_i + sum_{i in R} x_i
+//        + max(max_{j in R} (a_j - x_j), max_{j in O} a_j).
+int64_t PredictedPeakBytesV1(const PlanProblem& problem,
+                             const std::vector<Action>& actions);
 
 // Sum of forward_ns over recomputed blocks: the extra backward time.
 int64_t RecomputeNs(const PlanProblem& problem,
                     const std::vector<Action>& actions);
+
+// One block's quantities with the defaults filled in (what SimulateStep
+// uses; the exact solver reads the same numbers).
+struct BlockMemory {
+  int64_t keep_bytes = 0;       // a_i
+  int64_t recompute_bytes = 0;  // o_i: held under RECOMPUTE
+  int64_t output_bytes = 0;     // o_i
+  // a_j + o_j + x_j + w_j: what block j's backward adds to the blocks
+  // below it.
+  int64_t backward_bytes = 0;
+  int64_t transfer_bytes = 0;  // t_i
+  int64_t backward_ns = 0;
+};
+BlockMemory MemoryOf(const PlanProblem& problem, size_t i);
 
 // Fills predicted_peak_bytes, recompute_ns and feasible from the actions.
 void ScorePlan(const PlanProblem& problem, Plan* plan);

@@ -13,27 +13,93 @@ PlanProblem Problem() {
   return p;
 }
 
-TEST_CASE("keeping everything retains every block's activations") {
+// Outputs (defaults): a's is b's input (100), b's is c's (40), c's its own
+// input (40). Backward adds a+o+x: a 300+100+50, b 500+40+100, c 200+40+40.
+using A = Action;
+
+TEST_CASE("keeping everything: the last block's backward is the peak") {
   const PlanProblem p = Problem();
-  const std::vector<Action> keep(3, Action::kKeep);
-  CHECK(PredictedPeakBytes(p, keep) == 1000 + 300 + 500 + 200);
+  const std::vector<Action> keep(3, A::kKeep);
+  // End of forward 2000; c's backward: 1000+300+500 below, plus 280.
+  const StepSimulation sim = SimulateStep(p, keep);
+  CHECK(sim.peak_bytes == 1000 + 300 + 500 + 280);
+  CHECK(sim.peak_block == 2);
+  CHECK(sim.peak_in_backward);
+  CHECK(PredictedPeakBytes(p, keep) == sim.peak_bytes);
   CHECK(RecomputeNs(p, keep) == 0);
+  // Version 1 added every block and nothing of backward's gradients.
+  CHECK(PredictedPeakBytesV1(p, keep) == 1000 + 300 + 500 + 200);
 }
 
-TEST_CASE("recompute keeps inputs plus the largest rematerialised block") {
+TEST_CASE("a recomputed block holds its output; it is rebuilt when blocks "
+          "above have freed theirs") {
   const PlanProblem p = Problem();
-  const std::vector<Action> actions = {Action::kRecompute, Action::kRecompute,
-                                       Action::kKeep};
-  // retained: 50 + 100 + 200; max term: max(300-50, 500-100) = 400.
-  CHECK(PredictedPeakBytes(p, actions) == 1000 + 350 + 400);
+  const std::vector<Action> actions = {A::kRecompute, A::kRecompute, A::kKeep};
+  // Held: a 100, b 40, c 200. Moments: end of forward 1340; c's backward
+  // 1140 + 280; b's 1100 + 640; a's 1000 + 450.
+  const StepSimulation sim = SimulateStep(p, actions);
+  CHECK(sim.peak_bytes == 1100 + 640);
+  CHECK(sim.peak_block == 1);
+  CHECK(sim.recompute_ns == 18);
   CHECK(RecomputeNs(p, actions) == 18);
+  // Version 1: inputs 50 + 100, c's 200, plus the largest rebuild 400.
+  CHECK(PredictedPeakBytesV1(p, actions) == 1000 + 350 + 400);
 }
 
-TEST_CASE("offload holds nothing but the block prefetched back") {
+TEST_CASE("a shared tensor is counted once") {
+  // b's input is a's output: recomputing b holds b's output (c's input),
+  // not a second copy of a's.
+  PlanProblem p = Problem();
+  const std::vector<Action> rb = {A::kKeep, A::kRecompute, A::kKeep};
+  // Held: a 300, b 40, c 200: end of forward 1540; c's backward
+  // 1340 + 280 = 1620; b's 1300 + 640 = 1940.
+  CHECK(PredictedPeakBytes(p, rb) == 1940);
+}
+
+TEST_CASE("measured quantities replace the defaults") {
+  PlanProblem p = Problem();
+  p.blocks[2].output_bytes = 10;      // a small head
+  p.blocks[2].workspace_bytes = 100;  // and a large backward workspace
+  const std::vector<Action> keep(3, A::kKeep);
+  CHECK(PredictedPeakBytes(p, keep) == 1800 + 200 + 10 + 40 + 100);
+  p.blocks[0].backward_ns = 1;
+  CHECK(MemoryOf(p, 0).backward_ns == 1);
+  CHECK(MemoryOf(p, 1).backward_ns == 22);  // twice its forward
+}
+
+TEST_CASE("offload without a link holds what keep holds") {
   const PlanProblem p = Problem();
-  const std::vector<Action> actions = {Action::kKeep, Action::kOffload,
-                                       Action::kKeep};
-  CHECK(PredictedPeakBytes(p, actions) == 1000 + 300 + 200 + 500);
+  CHECK(PredictedPeakBytes(p, {A::kKeep, A::kOffload, A::kKeep}) ==
+        PredictedPeakBytes(p, std::vector<Action>(3, A::kKeep)));
+  CHECK(SimulateStep(p, {A::kOffload, A::kKeep, A::kKeep})
+            .exposed_transfer_ns == 0);
+}
+
+TEST_CASE("offload frees a block's saved tensors once its copy lands") {
+  PlanProblem p = Problem();
+  p.d2h_bytes_per_s = p.h2d_bytes_per_s = 1e15;  // lands at once
+  const std::vector<Action> oa = {A::kOffload, A::kKeep, A::kKeep};
+  // a sends 300 - 100 = 200 bytes and holds its output (100) like a
+  // recompute; c's backward: 1600 + 280. b's backward has a back whole
+  // (prefetched one block ahead): 1100 + 200 + 640.
+  const StepSimulation sim = SimulateStep(p, oa);
+  CHECK(sim.peak_bytes == 1100 + 200 + 640);
+  CHECK(sim.peak_block == 1);
+  CHECK(sim.exposed_transfer_ns == 0);
+  CHECK(sim.recompute_ns == 0);
+}
+
+TEST_CASE("a slow link keeps the bytes on the device and exposes the wait") {
+  PlanProblem p = Problem();
+  p.d2h_bytes_per_s = p.h2d_bytes_per_s = 1e9;  // one byte per ns
+  const std::vector<Action> oa = {A::kOffload, A::kKeep, A::kKeep};
+  // a's 200 bytes leave from 7 ns to 207 ns: still on the device at the
+  // end of forward (21 ns) and in c's backward: 1800 + 280. Its copy back
+  // is asked for when b's backward starts (27 ns), starts when the copy
+  // out has landed (207), lands at 407; a's backward could start at 49.
+  const StepSimulation sim = SimulateStep(p, oa);
+  CHECK(sim.peak_bytes == 1800 + 280);
+  CHECK(sim.exposed_transfer_ns == 407 - 49);
 }
 
 TEST_CASE("ScorePlan fills peak, time and feasibility against the margin") {

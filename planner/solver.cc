@@ -15,9 +15,15 @@ namespace {
 
 const char kNotCheckpointable[] = "kept: not checkpointable";
 
-std::string RecomputeReason(const BlockCost& b) {
-  return "recomputed: saves " + FormatBytes(b.act_bytes - b.input_bytes) +
-         " for " + FormatNs(b.forward_ns);
+// What recomputing block i frees until backward (memory model v2).
+int64_t SavingBytes(const PlanProblem& problem, size_t i) {
+  const BlockMemory m = MemoryOf(problem, i);
+  return m.keep_bytes - m.recompute_bytes;
+}
+
+std::string RecomputeReason(const PlanProblem& problem, size_t i) {
+  return "recomputed: saves " + FormatBytes(SavingBytes(problem, i)) +
+         " for " + FormatNs(problem.blocks[i].forward_ns);
 }
 
 // Scores the plan and writes one reason per block: non-checkpointable and
@@ -35,7 +41,7 @@ Plan Finish(const PlanProblem& problem, std::vector<Action> actions,
       plan.actions[i] = Action::kKeep;  // the contract, whatever the solver
       plan.reasons.push_back(kNotCheckpointable);
     } else if (plan.actions[i] == Action::kRecompute) {
-      plan.reasons.push_back(RecomputeReason(b));
+      plan.reasons.push_back(RecomputeReason(problem, i));
     } else {
       plan.reasons.push_back(keep_reason(i));
     }
@@ -187,8 +193,7 @@ class ExactSolver final : public Solver {
         internal::SolveExact(problem, options_, &stats);
     const bool feasible = !stats.infeasible;
     Plan plan = Finish(problem, std::move(actions), name_, [&](size_t i) {
-      const BlockCost& b = problem.blocks[i];
-      if (b.act_bytes - b.input_bytes <= 0) {
+      if (SavingBytes(problem, i) <= 0 || i + 1 == problem.blocks.size()) {
         return "kept: recomputing would not lower the peak";
       }
       return feasible ? "kept: fits under budget"
