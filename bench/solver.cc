@@ -15,7 +15,7 @@
 //     Random transformer-like instances (both families, see
 //     TransformerChain; jittered chains up to 48 blocks, the others up to
 //     200) whose budgets run from tight (the
-//     smallest reachable peak, computed here in closed form independently
+//     smallest reachable peak, computed here independently
 //     of the solvers) to loose (everything kept), so a fitting plan always
 //     exists.
 //     static_max plans for the largest shape of the same chain (batch 32,
@@ -119,25 +119,22 @@ PlanProblem TransformerChain(int n, int64_t batch, int64_t seq, Family family,
 }
 
 int64_t KeepAllPeak(const PlanProblem& p) {
-  int64_t peak = p.base_bytes;
-  for (const BlockCost& b : p.blocks) peak += b.act_bytes;
-  return peak;
+  return PredictedPeakBytes(
+      p, std::vector<Action>(p.blocks.size(), Action::kKeep));
 }
 
-// Smallest reachable peak, in closed form: recompute every block whose
-// saving is positive; the largest saving comes back as the max term.
+// Smallest reachable peak (memory model v2, independently of the solvers):
+// recompute every checkpointable block but the last whose saving is
+// positive; that lowers every moment at once.
 int64_t MinReachablePeak(const PlanProblem& p) {
-  int64_t total = 0, largest = 0;
-  int positive = 0;
-  for (const BlockCost& b : p.blocks) {
-    const int64_t s = b.act_bytes - b.input_bytes;
-    if (b.checkpointable && s > 0) {
-      total += s;
-      largest = std::max(largest, s);
-      ++positive;
+  std::vector<Action> actions(p.blocks.size(), Action::kKeep);
+  for (size_t i = 0; i + 1 < p.blocks.size(); ++i) {
+    const BlockMemory m = MemoryOf(p, i);
+    if (p.blocks[i].checkpointable && m.keep_bytes > m.recompute_bytes) {
+      actions[i] = Action::kRecompute;
     }
   }
-  return KeepAllPeak(p) - (positive >= 2 ? total - largest : 0);
+  return PredictedPeakBytes(p, actions);
 }
 
 // Sets the budget at fraction u of the way from the smallest reachable peak

@@ -157,13 +157,133 @@ bool MeetsNeeds(const std::vector<Item>& items, const std::vector<char>& chosen,
   return true;
 }
 
+// The best plan known: its (cost, count) and how to rebuild it.
+struct Best {
+  int64_t cost = kInf;
+  int64_t count = kInf;
+  int32_t node = -2;  // -2: the greedy plan (chosen); else a node chain
+};
+
+// The dynamic programme over the items in a given order, sharing one node
+// arena and one work budget between runs.
+class Search {
+ public:
+  Search(const std::vector<Item>& items, const std::vector<Item>& by_rank,
+         const std::vector<int>& rank_of, int64_t max_nodes,
+         std::chrono::nanoseconds time_limit, ExactStats* st)
+      : items_(items),
+        by_rank_(by_rank),
+        rank_of_(rank_of),
+        max_nodes_(max_nodes),
+        time_limit_(time_limit),
+        start_(std::chrono::steady_clock::now()),
+        st_(st) {}
+
+  // Decides the items in `order`; req[p]: the saving the items decided
+  // before p must have (p = order.size(): all of them). Improves `best`;
+  // false when the work or time limit stopped it.
+  bool Run(const std::vector<int>& order, const std::vector<int64_t>& req,
+           Best* best) {
+    const int m = static_cast<int>(order.size());
+    std::vector<int64_t> C(m + 1, 0), reach(m + 1), cap(m + 1);
+    for (int p = 0; p < m; ++p) C[p + 1] = C[p] + items_[order[p]].s;
+    reach[m] = req[m] - C[m];
+    cap[m] = req[m];
+    for (int p = m - 1; p >= 0; --p) {
+      reach[p] = std::max(reach[p + 1], req[p] - C[p]);
+      cap[p] = std::max(cap[p + 1], req[p]);
+    }
+    LpBound lp(by_rank_);
+    for (int r = 1; r <= m; ++r) lp.Add(r, +1);
+    std::vector<State> front = {{0, 0, 0, -1}};
+    for (int p = 0; p < m && !front.empty(); ++p) {
+      if (st_->nodes > max_nodes_ ||
+          (time_limit_.count() > 0 &&
+           std::chrono::steady_clock::now() - start_ >= time_limit_)) {
+        st_->stopped_at_limit = true;
+        return false;
+      }
+      ++st_->steps;
+      const int item = order[p];
+      const Item& it = items_[item];
+      lp.Add(rank_of_[item], -1);  // decided now
+      const int64_t ahead = cap[p + 1];
+      const int64_t least = reach[p + 1] + C[p + 1];
+      keep_.clear();
+      take_.clear();
+      for (const State& x : front) {
+        keep_.push_back({std::min(x.sigma, ahead), x.cost, x.count, x.node});
+        if (x.sigma < ahead) {  // more saving can still matter
+          arena_.push_back({item, x.node});
+          take_.push_back({std::min(x.sigma + it.s, ahead), x.cost + it.c,
+                           x.count + 1,
+                           static_cast<int32_t>(arena_.size() - 1)});
+        }
+      }
+      st_->nodes += static_cast<int64_t>(keep_.size() + take_.size());
+      // Merge by saving (both lists ascend), then sweep from the largest
+      // saving down, keeping a state only if it is cheaper than all with
+      // more saving, and only if it can still meet every need and beat
+      // the best plan.
+      merged_.resize(keep_.size() + take_.size());
+      std::merge(keep_.begin(), keep_.end(), take_.begin(), take_.end(),
+                 merged_.begin(), [](const State& x, const State& y) {
+                   return x.sigma < y.sigma;
+                 });
+      front.clear();
+      int64_t seen_cost = kInf, seen_count = kInf;
+      for (size_t q = merged_.size(); q-- > 0;) {
+        const State& x = merged_[q];
+        if (x.sigma < least) break;  // it, and every state below, falls short
+        if (!LexLess(x.cost, x.count, seen_cost, seen_count)) continue;
+        seen_cost = x.cost;
+        seen_count = x.count;
+        if (x.sigma >= ahead) {  // meets every need ahead as it is
+          if (LexLess(x.cost, x.count, best->cost, best->count)) {
+            *best = {x.cost, x.count, x.node};
+          }
+          continue;  // more items only cost more
+        }
+        // At least one more item, at least the LP bound's cost.
+        const int64_t bound = lp.LowerBound(ahead - x.sigma);
+        if (bound >= kInf ||
+            !LexLess(x.cost + bound, x.count + 1, best->cost, best->count)) {
+          continue;
+        }
+        front.push_back(x);
+      }
+      std::reverse(front.begin(), front.end());
+      st_->states += static_cast<int64_t>(front.size());
+      st_->max_front =
+          std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
+    }
+    return true;
+  }
+
+  // Marks the items of a node chain.
+  void Mark(int32_t node, std::vector<char>* chosen) const {
+    for (; node >= 0; node = arena_[node].parent) {
+      (*chosen)[arena_[node].item] = 1;
+    }
+  }
+
+ private:
+  const std::vector<Item>& items_;
+  const std::vector<Item>& by_rank_;
+  const std::vector<int>& rank_of_;
+  const int64_t max_nodes_;
+  const std::chrono::nanoseconds time_limit_;
+  const std::chrono::steady_clock::time_point start_;
+  ExactStats* st_;
+  std::vector<Node> arena_;
+  std::vector<State> keep_, take_, merged_;
+};
+
 }  // namespace
 
 std::vector<Action> SolveExact(const PlanProblem& problem,
                                const ExactOptions& options,
                                ExactStats* stats) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
   ExactStats local_stats;
   ExactStats& st = stats != nullptr ? *stats : local_stats;
   st = ExactStats();
@@ -264,84 +384,27 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
     }
   }
   st.heuristic_cost_ns = best_cost;
-  int32_t best_node = -2;  // -2: the greedy plan; else a node chain
+  Best best{best_cost, best_count, -2};
 
   LpBound lp(by_rank);
   for (int r = 1; r <= m; ++r) lp.Add(r, +1);
   st.root_bound_ns = lp.LowerBound(cap[0]);
 
-  const int64_t max_nodes = std::min<int64_t>(options.max_nodes, 1 << 30);
-  std::vector<Node> arena;
-  std::vector<State> front = {{0, 0, 0, -1}};
-  std::vector<State> keep, take, merged;
-  for (int p = 0; p < m; ++p) {
-    if (st.nodes > max_nodes ||
-        (options.time_limit.count() > 0 &&
-         Clock::now() - start >= options.time_limit)) {
-      st.stopped_at_limit = true;
-      break;
-    }
-    ++st.steps;
-    const Item& it = items[p];
-    lp.Add(rank_of[p], -1);  // item p is decided now
-    const int64_t ahead = cap[p + 1];
-    const int64_t least = reach[p + 1] + C[p + 1];
-    keep.clear();
-    take.clear();
-    for (const State& x : front) {
-      keep.push_back({std::min(x.sigma, ahead), x.cost, x.count, x.node});
-      const int64_t sigma = std::min(x.sigma + it.s, ahead);
-      if (x.sigma < ahead) {  // more saving can still matter
-        arena.push_back({p, x.node});
-        take.push_back({sigma, x.cost + it.c, x.count + 1,
-                        static_cast<int32_t>(arena.size() - 1)});
-      }
-    }
-    st.nodes += static_cast<int64_t>(keep.size() + take.size());
-    // Merge by saving (both lists ascend), then sweep from the largest
-    // saving down, keeping a state only if it is cheaper than all with
-    // more saving, and only if it can still meet every need within the
-    // best plan's cost.
-    merged.resize(keep.size() + take.size());
-    std::merge(keep.begin(), keep.end(), take.begin(), take.end(),
-               merged.begin(), [](const State& x, const State& y) {
-                 return x.sigma < y.sigma;
-               });
-    front.clear();
-    int64_t seen_cost = kInf, seen_count = kInf;
-    for (size_t q = merged.size(); q-- > 0;) {
-      const State& x = merged[q];
-      if (x.sigma < least) break;  // it, and every state below, falls short
-      if (!LexLess(x.cost, x.count, seen_cost, seen_count)) continue;
-      seen_cost = x.cost;
-      seen_count = x.count;
-      if (x.sigma >= ahead) {  // meets every need ahead as it is
-        if (LexLess(x.cost, x.count, best_cost, best_count)) {
-          best_cost = x.cost;
-          best_count = x.count;
-          best_node = x.node;
-        }
-        continue;  // more items only cost more
-      }
-      const int64_t bound = lp.LowerBound(ahead - x.sigma);
-      if (bound >= kInf || x.cost + bound > best_cost) continue;
-      front.push_back(x);
-    }
-    std::reverse(front.begin(), front.end());
-    st.states += static_cast<int64_t>(front.size());
-    st.max_front = std::max<int64_t>(st.max_front,
-                                     static_cast<int64_t>(front.size()));
-    if (front.empty()) break;
-  }
-  st.cost_ns = best_cost;
-  if (best_node == -2) {
-    for (int p = 0; p < m; ++p) {
-      if (best_chosen[p]) actions[items[p].block] = Action::kRecompute;
-    }
+  Search search(items, by_rank, rank_of,
+                std::min<int64_t>(options.max_nodes, 1 << 30),
+                options.time_limit, &st);
+  std::vector<int> chain(m);
+  std::iota(chain.begin(), chain.end(), 0);
+  search.Run(chain, req, &best);
+  st.cost_ns = best.cost;
+  std::vector<char> chosen(m, 0);
+  if (best.node == -2) {
+    chosen = best_chosen;
   } else {
-    for (int32_t node = best_node; node >= 0; node = arena[node].parent) {
-      actions[items[arena[node].item].block] = Action::kRecompute;
-    }
+    search.Mark(best.node, &chosen);
+  }
+  for (int p = 0; p < m; ++p) {
+    if (chosen[p]) actions[items[p].block] = Action::kRecompute;
   }
   return actions;
 }

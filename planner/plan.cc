@@ -92,11 +92,16 @@ StepSimulation SimulateStep(const PlanProblem& problem,
     }
   };
   // Offloaded blocks below `end` whose copy out has not landed by `now`.
+  std::vector<size_t> offloads;  // the offloaded blocks, in chain order
+  for (size_t i = 0; i < n; ++i) {
+    if (offloaded[i]) offloads.push_back(i);
+  }
   std::vector<double> copied_out(n, 0);  // when each copy out lands
   auto in_flight = [&](size_t end, double now) {
     int64_t bytes = 0;
-    for (size_t i = 0; i < end; ++i) {
-      if (offloaded[i] && copied_out[i] > now) bytes += mem[i].transfer_bytes;
+    for (size_t i : offloads) {
+      if (i >= end) break;
+      if (copied_out[i] > now) bytes += mem[i].transfer_bytes;
     }
     return bytes;
   };
