@@ -114,10 +114,11 @@ class SqrtSolver final : public Solver {
 // block (as the original does: the smallest group's earliest block, not
 // the largest). Taken blocks leave the list.
 //
-// Known flaw, kept on purpose: the stopping rule is "peak WITHOUT the
-// recompute term fits", i.e. P0 - sum s_i <= limit. The max_{j in R}
-// (a_j - x_j) term of the real model (plan.h) is missing, as in the
-// original (a TODO there), so its plans can be over budget. They are scored
+// Known flaw, kept on purpose: the stopping rule is "the end of forward
+// fits", P0 - sum s_i <= limit, as in the original. Under the memory model
+// (plan.h) a block's backward holds everything below it plus its own
+// activations and gradients, so which blocks are recomputed matters, not
+// only how much they free: its plans can be over budget. They are scored
 // by the shared ScorePlan, which reports that honestly.
 class MimoseGreedySolver final : public Solver {
  public:
