@@ -197,6 +197,9 @@ class CheckpointFunction
     variable_list computed = torch::autograd::grad(
         {output}, wrt, {grad_outputs[0]}, /*retain_graph=*/false,
         /*create_graph=*/false, /*allow_unused=*/true);
+    if (BlockObserver* observer = state->options.observer) {
+      observer->AfterBackward(state->options.block_index);
+    }
     for (size_t k = 0; k < computed.size(); ++k) grads[slot[k]] = computed[k];
     return grads;
   }

@@ -22,6 +22,10 @@ class BlockObserver {
   // Just after it returned; its output and whatever it saved for backward
   // are still alive, its temporaries are freed.
   virtual void AfterBlock(int index) = 0;
+  // Just after a recomputed block's backward, which ran right after its
+  // recompute (AfterBlock): the window that holds its backward's transient
+  // memory. Not called for blocks measured in forward.
+  virtual void AfterBackward(int index) {}
 };
 
 }  // namespace remat

@@ -20,6 +20,8 @@ void BlockSampler::BeginStep(int64_t resident_bytes) {
   std::fill(measured_.begin(), measured_.end(), false);
   source_->reset_peak();
   begin_bytes_ = source_->current_bytes();
+  step_peak_ = begin_bytes_;
+  window_block_ = -1;
   // A relative source's count is only meaningful as a difference: what it
   // reads at the start may carry bytes of earlier steps whose frees it did
   // not see (freed after its attachment ended), so the base is what the
@@ -53,6 +55,21 @@ void BlockSampler::AfterBlock(int index) {
           .count();
   measured_[index] = true;
   open_block_ = -1;
+  // Its backward may follow (a recompute): watch the peak from here.
+  step_peak_ = std::max(step_peak_, source_->peak_bytes());
+  source_->reset_peak();
+  window_block_ = index;
+  window_bytes_ = after;
+}
+
+void BlockSampler::AfterBackward(int index) {
+  if (!in_step_ || index != window_block_) return;
+  const int64_t peak = source_->peak_bytes();
+  step_peak_ = std::max(step_peak_, peak);
+  BlockMeasurement& m = blocks_[index];
+  m.workspace_bytes =
+      std::max<int64_t>(peak - window_bytes_ - m.input_bytes, 0);
+  window_block_ = -1;
 }
 
 absl::StatusOr<Sample> BlockSampler::EndStep(const Features& features) {
@@ -75,7 +92,8 @@ absl::StatusOr<Sample> BlockSampler::EndStep(const Features& features) {
   sample.features = features;
   sample.blocks = blocks_;
   sample.base_bytes = base_bytes_;
-  sample.peak_bytes = base_bytes_ + (source_->peak_bytes() - begin_bytes_);
+  const int64_t peak = std::max(step_peak_, source_->peak_bytes());
+  sample.peak_bytes = base_bytes_ + (peak - begin_bytes_);
   return sample;
 }
 

@@ -14,6 +14,9 @@
 //   input_bytes = the size of the block's input tensor;
 //   forward_ns  = steady-clock time of that forward, the device
 //                 synchronised on both ends (MemorySource::Synchronize);
+//   workspace_bytes (recomputed blocks) = the source's peak during the
+//                 block's backward, above what was allocated when its
+//                 recompute returned, less the gradient of its input;
 // and for the step base_bytes (alive at BeginStep) and peak_bytes (the
 // source's peak from BeginStep to EndStep).
 //
@@ -47,6 +50,7 @@ class BlockSampler final : public BlockObserver {
 
   void BeforeBlock(int index, int64_t input_bytes) override;
   void AfterBlock(int index) override;
+  void AfterBackward(int index) override;
 
   // Ends the step. FAILED_PRECONDITION when no step was begun or a block
   // was never measured (e.g. the step did not run backward), naming the
@@ -67,6 +71,12 @@ class BlockSampler final : public BlockObserver {
   std::vector<bool> measured_;
   int open_block_ = -1;
   int64_t open_bytes_ = 0;
+  // The backward window after a recompute (AfterBlock to AfterBackward).
+  int window_block_ = -1;
+  int64_t window_bytes_ = 0;
+  // The step's peak over the windows so far (each window resets the
+  // source's peak).
+  int64_t step_peak_ = 0;
   Clock::time_point open_time_;
 };
 

@@ -192,6 +192,12 @@ TEST_CASE("recomputing a block lowers the measured peak by its bytes",
   for (const BlockMeasurement& m : s.blocks) {
     REQUIRE(m.act_bytes == batch * (256 + 32) * kFloat);
   }
+  // Each block's backward was watched (all were recomputed): its workspace
+  // is measured, and small next to its activations here.
+  for (const BlockMeasurement& m : s.blocks) {
+    REQUIRE(m.workspace_bytes.has_value());
+    CHECK(*m.workspace_bytes < m.act_bytes);
+  }
   PlanProblem problem;
   for (const BlockMeasurement& m : s.blocks) {
     problem.blocks.push_back({"", m.act_bytes, m.input_bytes, 1, true});

@@ -232,6 +232,9 @@ class FittedEstimator final : public Estimator {
       p.blocks[b].act_bytes = Evaluate(block_models_[b][kAct], basis);
       p.blocks[b].input_bytes = Evaluate(block_models_[b][kInput], basis);
       p.blocks[b].forward_ns = Evaluate(block_models_[b][kForward], basis);
+      if (workspace_models_[b].observed) {
+        p.blocks[b].workspace_bytes = Evaluate(workspace_models_[b], basis);
+      }
     }
     p.base_bytes = Evaluate(base_model_, basis);
     double footprint_bytes = p.base_bytes.value;
@@ -256,6 +259,9 @@ class FittedEstimator final : public Estimator {
       clamped(p.blocks[b].act_bytes, name, ".act_bytes");
       clamped(p.blocks[b].input_bytes, name, ".input_bytes");
       clamped(p.blocks[b].forward_ns, name, ".forward_ns");
+      if (p.blocks[b].workspace_bytes) {
+        clamped(*p.blocks[b].workspace_bytes, name, ".workspace_bytes");
+      }
     }
     clamped(p.base_bytes, "", "base_bytes");
     if (calibration > kMaxCalibration) {
@@ -492,6 +498,12 @@ class FittedEstimator final : public Estimator {
           {model_.blocks[b].name, CeilBytes(e.act_bytes.upper),
            CeilBytes(e.input_bytes.upper), CeilBytes(e.forward_ns.upper),
            model_.blocks[b].checkpointable});
+      if (e.workspace_bytes) {
+        point.blocks.back().workspace_bytes =
+            RoundBytes(e.workspace_bytes->value);
+        upper.blocks.back().workspace_bytes =
+            CeilBytes(e.workspace_bytes->upper);
+      }
     }
     Estimate out;
     out.value = static_cast<double>(PredictedPeakBytes(point, actions));
@@ -632,6 +644,7 @@ class FittedEstimator final : public Estimator {
     feature_scale_.assign(nf, 1);
     product_scale_ = 1;
     block_models_.assign(nb, std::vector<QuantityModel>(kNumQuantities));
+    workspace_models_.assign(nb, QuantityModel());
     base_model_ = QuantityModel();
     num_distinct_ = 0;
     if (samples_.empty()) return;
@@ -702,6 +715,30 @@ class FittedEstimator final : public Estimator {
       for (size_t b = 0; b < nb; ++b)
         block_models_[b][q] = std::move(fitted[b]);
     }
+    // Backward workspace, for the blocks whose every sample measured it
+    // (a block measured in forward never does; older samples do not).
+    {
+      std::vector<size_t> blocks;
+      std::vector<Eigen::VectorXd> ys;
+      for (size_t b = 0; b < nb; ++b) {
+        Eigen::VectorXd sum = Eigen::VectorXd::Zero(n);
+        bool all = true;
+        for (size_t s = 0; s < samples_.size() && all; ++s) {
+          const auto& w = samples_[s].blocks[b].workspace_bytes;
+          all = w.has_value();
+          if (all) sum(static_cast<Eigen::Index>(group[s])) += *w;
+        }
+        if (!all) continue;
+        blocks.push_back(b);
+        ys.push_back(sum.cwiseQuotient(count));
+      }
+      if (!blocks.empty()) {
+        std::vector<QuantityModel> fitted = FitGroup(x, ys, count);
+        for (size_t k = 0; k < blocks.size(); ++k) {
+          workspace_models_[blocks[k]] = std::move(fitted[k]);
+        }
+      }
+    }
     // The base, over the rows whose samples reported it.
     std::vector<Eigen::Index> rows;
     for (Eigen::Index r = 0; r < n; ++r) {
@@ -735,6 +772,7 @@ class FittedEstimator final : public Estimator {
   std::vector<double> feature_min_, feature_max_, feature_scale_;
   double product_scale_ = 1;
   std::vector<std::vector<QuantityModel>> block_models_;  // [block][quantity]
+  std::vector<QuantityModel> workspace_models_;           // [block]
   QuantityModel base_model_;
 };
 
@@ -815,6 +853,9 @@ PlanProblem MakePlanProblem(const ModelSpec& model,
       cost.act_bytes = CeilBytes(e.act_bytes.upper);
       cost.input_bytes = CeilBytes(e.input_bytes.upper);
       cost.forward_ns = CeilBytes(e.forward_ns.upper);
+      if (e.workspace_bytes) {
+        cost.workspace_bytes = CeilBytes(e.workspace_bytes->upper);
+      }
     }
     problem.blocks.push_back(std::move(cost));
   }

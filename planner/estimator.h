@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct BlockEstimate {
   Estimate act_bytes;
   Estimate input_bytes;
   Estimate forward_ns;
+  // Backward workspace, when every fitted sample measured it for this block
+  // (BlockMeasurement::workspace_bytes); else none.
+  std::optional<Estimate> workspace_bytes;
 };
 
 struct Prediction {

@@ -348,6 +348,35 @@ TEST_CASE("a measured peak above the prediction raises the next one") {
   CHECK(decayed->value == before->value);
 }
 
+TEST_CASE("backward workspace is fitted where every sample measured it") {
+  std::vector<Sample> grid = Grid();
+  for (Sample& s : grid) {
+    // Block 1 measured (a b*s law), block 0 in some samples only, block 2
+    // never (as for a block measured in forward).
+    s.blocks[1].workspace_bytes = static_cast<int64_t>(
+        7 * s.features[0] * s.features[1]);
+    if (s.features[0] > 4) s.blocks[0].workspace_bytes = 5;
+  }
+  auto est = Fitted(grid);
+  auto p = est->Predict({5, 300});
+  REQUIRE(p.ok());
+  REQUIRE(p->blocks[1].workspace_bytes.has_value());
+  CHECK(RelErr(p->blocks[1].workspace_bytes->value, 7 * 5 * 300) < 1e-6);
+  CHECK_FALSE(p->blocks[0].workspace_bytes.has_value());
+  CHECK_FALSE(p->blocks[2].workspace_bytes.has_value());
+  const PlanProblem problem = MakePlanProblem(est->model(), *p, 1 << 30, 0);
+  CHECK(problem.blocks[1].workspace_bytes ==
+        static_cast<int64_t>(std::ceil(p->blocks[1].workspace_bytes->upper)));
+  CHECK(problem.blocks[0].workspace_bytes == kUnknown);
+  // The peak counts it: block 1's backward holds it.
+  auto with = est->PredictPeakBytes({5, 300}, std::vector<Action>(3, Action::kKeep));
+  auto without = Fitted(Grid())->PredictPeakBytes(
+      {5, 300}, std::vector<Action>(3, Action::kKeep));
+  REQUIRE(with.ok());
+  REQUIRE(without.ok());
+  CHECK(with->value > without->value);
+}
+
 TEST_CASE("MakePlanProblem plans against rounded-up bounds") {
   auto est = Fitted(Grid());
   auto p = est->Predict({5, 300});

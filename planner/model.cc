@@ -148,6 +148,10 @@ absl::Status ValidateSample(const ModelSpec& model, const Sample& sample) {
     if (auto s = ValidateQuantity(p + "forward_ns", b.forward_ns); !s.ok()) {
       return s;
     }
+    if (auto s = ValidateQuantity(p + "workspace_bytes", b.workspace_bytes);
+        !s.ok()) {
+      return s;
+    }
   }
   if (auto s = ValidateQuantity("base_bytes", sample.base_bytes); !s.ok()) {
     return s;

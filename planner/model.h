@@ -38,6 +38,10 @@ struct BlockMeasurement {
   int64_t act_bytes = 0;    // a_i: retained for backward when the block KEEPs
   int64_t input_bytes = 0;  // x_i: its input, what a recomputed block keeps
   int64_t forward_ns = 0;   // c_i: forward time, the price of a recompute
+  // w_i: what its backward needs beyond its saved tensors, the gradient of
+  // its output and that of its input (plan.h); none when not measured (a
+  // block measured in forward, an older client or trace).
+  std::optional<int64_t> workspace_bytes;
 };
 
 // One observation: a batch's features and what each block cost.

@@ -18,6 +18,7 @@ constexpr char kFeaturePrefix[] = "feature.";
 constexpr char kActPrefix[] = "act_bytes.";
 constexpr char kInputPrefix[] = "input_bytes.";
 constexpr char kForwardPrefix[] = "forward_ns.";
+constexpr char kWorkspacePrefix[] = "workspace_bytes.";
 constexpr char kBase[] = "base_bytes";
 constexpr char kPeak[] = "peak_bytes";
 
@@ -60,6 +61,7 @@ std::string Header(const ModelSpec& model) {
   for (const BlockSpec& b : model.blocks) add(kActPrefix + b.name);
   for (const BlockSpec& b : model.blocks) add(kInputPrefix + b.name);
   for (const BlockSpec& b : model.blocks) add(kForwardPrefix + b.name);
+  for (const BlockSpec& b : model.blocks) add(kWorkspacePrefix + b.name);
   add(kBase);
   add(kPeak);
   out += '\n';
@@ -79,6 +81,10 @@ std::string Row(const Sample& s) {
   }
   for (const BlockMeasurement& b : s.blocks) {
     absl::StrAppend(&out, ",", b.forward_ns);
+  }
+  for (const BlockMeasurement& b : s.blocks) {
+    out += ',';
+    if (b.workspace_bytes) absl::StrAppend(&out, *b.workspace_bytes);
   }
   out += ',';
   if (s.base_bytes) absl::StrAppend(&out, *s.base_bytes);
@@ -118,7 +124,8 @@ absl::Status CheckSample(const ModelSpec& model, const Sample& sample,
 }
 
 // What one column of a trace holds.
-enum class ColumnKind { kFeature, kAct, kInput, kForward, kBase, kPeak };
+enum class ColumnKind { kFeature, kAct, kInput, kForward, kWorkspace, kBase,
+                        kPeak };
 
 struct Column {
   ColumnKind kind;
@@ -201,10 +208,15 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
           col.kind = ColumnKind::kAct;
           col.index = block_of(kActPrefix);
         } else if (StartsWith(c, kInputPrefix) ||
-                   StartsWith(c, kForwardPrefix)) {
-          const bool input = StartsWith(c, kInputPrefix);
-          col.kind = input ? ColumnKind::kInput : ColumnKind::kForward;
-          col.index = block_of(input ? kInputPrefix : kForwardPrefix);
+                   StartsWith(c, kForwardPrefix) ||
+                   StartsWith(c, kWorkspacePrefix)) {
+          const char* prefix = StartsWith(c, kInputPrefix)     ? kInputPrefix
+                               : StartsWith(c, kForwardPrefix) ? kForwardPrefix
+                                                               : kWorkspacePrefix;
+          col.kind = prefix == kInputPrefix     ? ColumnKind::kInput
+                     : prefix == kForwardPrefix ? ColumnKind::kForward
+                                                : ColumnKind::kWorkspace;
+          col.index = block_of(prefix);
           if (col.index < 0) {
             return error(line_no, absl::StrCat(where,
                                                "no act_bytes column for this "
@@ -220,7 +232,8 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
                        absl::StrCat(where,
                                     "unknown column; expected feature.<name>, "
                                     "act_bytes.<block>, input_bytes.<block>, "
-                                    "forward_ns.<block>, base_bytes or "
+                                    "forward_ns.<block>, "
+                                    "workspace_bytes.<block>, base_bytes or "
                                     "peak_bytes"));
         }
         columns.push_back(col);
@@ -258,7 +271,8 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
         sample.features[col.index] = v;
         continue;
       }
-      if ((col.kind == ColumnKind::kBase || col.kind == ColumnKind::kPeak) &&
+      if ((col.kind == ColumnKind::kBase || col.kind == ColumnKind::kPeak ||
+           col.kind == ColumnKind::kWorkspace) &&
           cell.empty()) {
         continue;  // not measured in this step
       }
@@ -273,6 +287,9 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
           break;
         case ColumnKind::kForward:
           sample.blocks[col.index].forward_ns = v;
+          break;
+        case ColumnKind::kWorkspace:
+          sample.blocks[col.index].workspace_bytes = v;
           break;
         case ColumnKind::kBase:
           sample.base_bytes = v;

@@ -80,6 +80,9 @@ absl::StatusOr<Sample> SampleFromProto(const ModelSpec& spec,
   for (const v1::BlockMeasurement& b : proto.blocks()) {
     sample.blocks.push_back(
         BlockMeasurement{b.act_bytes(), b.input_bytes(), b.forward_ns()});
+    if (b.has_workspace_bytes()) {
+      sample.blocks.back().workspace_bytes = b.workspace_bytes();
+    }
   }
   if (proto.has_base_bytes()) sample.base_bytes = proto.base_bytes();
   if (proto.has_peak_bytes()) sample.peak_bytes = proto.peak_bytes();
@@ -95,6 +98,7 @@ void SampleToProto(const ModelSpec& spec, const Sample& sample,
     m->set_act_bytes(b.act_bytes);
     m->set_input_bytes(b.input_bytes);
     m->set_forward_ns(b.forward_ns);
+    if (b.workspace_bytes) m->set_workspace_bytes(*b.workspace_bytes);
   }
   if (sample.base_bytes) proto->set_base_bytes(*sample.base_bytes);
   if (sample.peak_bytes) proto->set_peak_bytes(*sample.peak_bytes);

@@ -61,6 +61,7 @@ TEST_CASE("samples survive the round trip, optional fields included") {
   Sample s;
   s.features = {4, 128};
   s.blocks = {{100, 10, 1000}, {200, 20, 2000}, {300, 30, 3000}};
+  s.blocks[1].workspace_bytes = 77;
   s.peak_bytes = 12345;
   v1::Sample proto;
   SampleToProto(Spec(), s, &proto);
@@ -72,6 +73,9 @@ TEST_CASE("samples survive the round trip, optional fields included") {
   REQUIRE(back->blocks[2].act_bytes == 300);
   REQUIRE(back->blocks[2].input_bytes == 30);
   REQUIRE(back->blocks[2].forward_ns == 3000);
+  REQUIRE(back->blocks[1].workspace_bytes == 77);
+  REQUIRE_FALSE(back->blocks[2].workspace_bytes.has_value());  // unset
+  REQUIRE_FALSE(proto.blocks(2).has_workspace_bytes());
   REQUIRE_FALSE(back->base_bytes.has_value());
   REQUIRE(back->peak_bytes == 12345);
 }
