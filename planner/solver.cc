@@ -42,6 +42,11 @@ Plan Finish(const PlanProblem& problem, std::vector<Action> actions,
       plan.reasons.push_back(kNotCheckpointable);
     } else if (plan.actions[i] == Action::kRecompute) {
       plan.reasons.push_back(RecomputeReason(problem, i));
+    } else if (plan.actions[i] == Action::kOffload) {
+      plan.reasons.push_back(
+          "offloaded: sends " +
+          FormatBytes(MemoryOf(problem, i).transfer_bytes) +
+          " to host and back");
     } else {
       plan.reasons.push_back(keep_reason(i));
     }
@@ -182,6 +187,62 @@ class MimoseGreedySolver final : public Solver {
   }
 };
 
+// DELTA's rule (Tang et al., "DELTA: Dynamically Optimizing GPU Memory
+// beyond Tensor Recomputation"), as a baseline: release blocks in order of
+// the memory they free per unit of cost until the step fits; a block is
+// swapped (OFFLOAD) when its transfer, less what the backward of the block
+// above can hide, costs less than its recompute, else recomputed. Greedy:
+// it stops at the first plan that fits, and when none does it releases
+// every candidate.
+class DeltaSolver final : public Solver {
+ public:
+  std::string name() const override { return "delta"; }
+  Plan Solve(const PlanProblem& problem) const override {
+    const size_t n = problem.blocks.size();
+    struct Candidate {
+      size_t block;
+      Action action;
+      int64_t freed_bytes;
+      double cost_ns;
+    };
+    std::vector<Candidate> candidates;
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (!problem.blocks[i].checkpointable) continue;
+      const BlockMemory m = MemoryOf(problem, i);
+      Candidate c{i, Action::kRecompute, m.keep_bytes - m.recompute_bytes,
+                  static_cast<double>(problem.blocks[i].forward_ns)};
+      if (problem.has_link() && m.transfer_bytes > 0) {
+        const double back_ns = static_cast<double>(m.transfer_bytes) /
+                               problem.h2d_bytes_per_s * 1e9;
+        const double hidden_ns =
+            static_cast<double>(MemoryOf(problem, i + 1).backward_ns);
+        const double exposed_ns = std::max(0.0, back_ns - hidden_ns);
+        if (exposed_ns < c.cost_ns) {
+          c = {i, Action::kOffload, m.transfer_bytes, exposed_ns};
+        }
+      }
+      if (c.freed_bytes > 0) candidates.push_back(c);
+    }
+    // Most bytes per ns first (a free release first of all).
+    std::sort(candidates.begin(), candidates.end(),
+              [](const Candidate& x, const Candidate& y) {
+                const double lhs = static_cast<double>(x.freed_bytes) *
+                                   std::max(y.cost_ns, 1e-9);
+                const double rhs = static_cast<double>(y.freed_bytes) *
+                                   std::max(x.cost_ns, 1e-9);
+                return lhs != rhs ? lhs > rhs : x.block < y.block;
+              });
+    std::vector<Action> actions(n, Action::kKeep);
+    for (const Candidate& c : candidates) {
+      if (PredictedPeakBytes(problem, actions) <= problem.limit_bytes()) break;
+      actions[c.block] = c.action;
+    }
+    return Finish(problem, std::move(actions), name(), [](size_t) {
+      return "kept: not needed to fit (DELTA's order)";
+    });
+  }
+};
+
 // The exact solver (exact_solver.cc). `name` lets static_max share it.
 class ExactSolver final : public Solver {
  public:
@@ -235,6 +296,7 @@ constexpr SolverEntry kSolvers[] = {
      }},
     {"mimose_greedy",
      [] { return std::unique_ptr<Solver>(new MimoseGreedySolver()); }},
+    {"delta", [] { return std::unique_ptr<Solver>(new DeltaSolver()); }},
     {"exact",
      [] {
        return std::unique_ptr<Solver>(

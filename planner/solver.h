@@ -26,7 +26,7 @@ class Solver {
   virtual Plan Solve(const PlanProblem& problem) const = 0;
 };
 
-// "none", "all", "sqrt", "static_max", "mimose_greedy", "exact".
+// "none", "all", "sqrt", "static_max", "mimose_greedy", "delta", "exact".
 // static_max solves exactly like "exact": what makes it static is that the
 // caller (PlannerCore) asks it once, for the largest input observed, and
 // reuses that plan for every batch.

@@ -350,6 +350,29 @@ TEST_CASE("mimose greedy takes the smallest block that covers the deficit") {
                                             Action::kRecompute, Action::kKeep});
 }
 
+TEST_CASE("delta releases the most bytes per ns, swapping when cheaper") {
+  PlanProblem p;
+  p.base_bytes = 0;
+  p.blocks = {{"a", 100, 0, 10}, {"b", 100, 0, 1}, {"c", 60, 0, 10}};
+  p.budget_bytes = 200;  // keep-all: c's backward holds 260
+  const Plan plain = (*NewSolver("delta"))->Solve(p);
+  // b frees as much as a for a tenth of the time.
+  CHECK(plain.actions ==
+        std::vector<Action>{Action::kKeep, Action::kRecompute, Action::kKeep});
+  CHECK(plain.feasible);
+  // With a link that hides every transfer, swapping a or b costs nothing;
+  // a comes first (chain order breaks the tie) and alone fits: c's
+  // backward holds b and c (160), b's holds a prefetched back and b (200).
+  p.d2h_bytes_per_s = p.h2d_bytes_per_s = 1e15;
+  const Plan swapped = (*NewSolver("delta"))->Solve(p);
+  CHECK(swapped.actions ==
+        std::vector<Action>{Action::kOffload, Action::kKeep, Action::kKeep});
+  CHECK(swapped.feasible);
+  CHECK(swapped.recompute_ns == 0);
+  CHECK(swapped.exposed_transfer_ns == 0);
+  CHECK(swapped.reasons[0].rfind("offloaded: sends 100 B", 0) == 0);
+}
+
 TEST_CASE("static_max solves like exact") {
   std::mt19937_64 rng(5);
   auto a = NewSolver("static_max");

@@ -32,11 +32,11 @@ grep -q '"RECOMPUTE"' "$tmp/out" || fail "exact json: recomputes nothing"
 grep -q '"predicted_peak_bytes":' "$tmp/out" || fail "exact json: peak"
 grep -q '"recompute_ns":' "$tmp/out" || fail "exact json: recompute_ns"
 
-# Every solver: "none" cannot fit, so exit 3, and six lines.
+# Every solver: "none" cannot fit, so exit 3, and a line each.
 expect_rc 3 "all solvers json" "$remat" solve --instance "$instance" \
   --solver all -o json
-[ "$(wc -l <"$tmp/out")" -eq 6 ] || fail "all json: want six lines"
-for s in none all sqrt static_max mimose_greedy exact; do
+[ "$(wc -l <"$tmp/out")" -eq 7 ] || fail "all json: want seven lines"
+for s in none all sqrt static_max mimose_greedy delta exact; do
   grep -q "\"solver\":\"$s\"" "$tmp/out" || fail "all json: missing $s"
 done
 grep '"solver":"none"' "$tmp/out" | grep -q '"feasible":false' ||
@@ -61,7 +61,7 @@ grep -q 'not valid JSON' "$tmp/err" || fail "malformed: message"
 expect_rc 2 "missing file" "$remat" solve --instance "$tmp/nope.json"
 expect_rc 2 "unknown solver" "$remat" solve --instance "$instance" \
   --solver magic
-grep -q 'known solvers: none, all, sqrt, static_max, mimose_greedy, exact' \
+grep -q 'known solvers: none, all, sqrt, static_max, mimose_greedy, delta, exact' \
   "$tmp/err" || fail "unknown solver: message: $(cat "$tmp/err")"
 expect_rc 2 "bad output" "$remat" solve --instance "$instance" -o yaml
 expect_rc 2 "missing --instance" "$remat" solve
