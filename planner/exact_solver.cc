@@ -157,6 +157,28 @@ bool MeetsNeeds(const std::vector<Item>& items, const std::vector<char>& chosen,
   return true;
 }
 
+// What the items in chain order must save. saved[p]: the savings of every
+// item before p; reach[p] + saved[p]: the least saving a state before item
+// p needs to meet every need ahead even with every later item taken;
+// ahead[p]: the largest need ahead (more saving is worth nothing).
+struct Needs {
+  std::vector<int64_t> req, saved, reach, ahead;
+};
+
+Needs NeedsOf(const std::vector<Item>& items, std::vector<int64_t> req) {
+  const size_t m = items.size();
+  Needs n{std::move(req), std::vector<int64_t>(m + 1, 0),
+          std::vector<int64_t>(m + 1), std::vector<int64_t>(m + 1)};
+  for (size_t p = 0; p < m; ++p) n.saved[p + 1] = n.saved[p] + items[p].s;
+  n.reach[m] = n.req[m] - n.saved[m];
+  n.ahead[m] = n.req[m];
+  for (size_t p = m; p-- > 0;) {
+    n.reach[p] = std::max(n.reach[p + 1], n.req[p] - n.saved[p]);
+    n.ahead[p] = std::max(n.ahead[p + 1], n.req[p]);
+  }
+  return n;
+}
+
 // The best plan known: its (cost, count) and how to rebuild it.
 struct Best {
   int64_t cost = kInf;
@@ -164,8 +186,7 @@ struct Best {
   int32_t node = -2;  // -2: the greedy plan (chosen); else a node chain
 };
 
-// The dynamic programme over the items in a given order, sharing one node
-// arena and one work budget between runs.
+// The dynamic programme over the items in chain order.
 class Search {
  public:
   Search(const std::vector<Item>& items, const std::vector<Item>& by_rank,
@@ -179,20 +200,10 @@ class Search {
         start_(std::chrono::steady_clock::now()),
         st_(st) {}
 
-  // Decides the items in `order`; req[p]: the saving the items decided
-  // before p must have (p = order.size(): all of them). Improves `best`;
+  // Decides the items in chain order under `needs`. Improves `best`;
   // false when the work or time limit stopped it.
-  bool Run(const std::vector<int>& order, const std::vector<int64_t>& req,
-           Best* best) {
-    const int m = static_cast<int>(order.size());
-    std::vector<int64_t> C(m + 1, 0), reach(m + 1), cap(m + 1);
-    for (int p = 0; p < m; ++p) C[p + 1] = C[p] + items_[order[p]].s;
-    reach[m] = req[m] - C[m];
-    cap[m] = req[m];
-    for (int p = m - 1; p >= 0; --p) {
-      reach[p] = std::max(reach[p + 1], req[p] - C[p]);
-      cap[p] = std::max(cap[p + 1], req[p]);
-    }
+  bool Run(const Needs& needs, Best* best) {
+    const int m = static_cast<int>(items_.size());
     LpBound lp(by_rank_);
     for (int r = 1; r <= m; ++r) lp.Add(r, +1);
     std::vector<State> front = {{0, 0, 0, -1}};
@@ -204,11 +215,11 @@ class Search {
         return false;
       }
       ++st_->steps;
-      const int item = order[p];
+      const int item = p;
       const Item& it = items_[item];
       lp.Add(rank_of_[item], -1);  // decided now
-      const int64_t ahead = cap[p + 1];
-      const int64_t least = reach[p + 1] + C[p + 1];
+      const int64_t ahead = needs.ahead[p + 1];
+      const int64_t least = needs.reach[p + 1] + needs.saved[p + 1];
       keep_.clear();
       take_.clear();
       for (const State& x : front) {
@@ -317,23 +328,12 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   const int m = static_cast<int>(items.size());
   st.candidates = m;
 
-  // C[p]: savings of all items below p; feasible[p]: the least saving a
-  // state before item p needs to meet every need ahead; cap[p]: the
-  // largest need ahead.
-  std::vector<int64_t> C(m + 1, 0);
-  for (int p = 0; p < m; ++p) C[p + 1] = C[p] + items[p].s;
-  std::vector<int64_t> reach(m + 1), cap(m + 1);
-  reach[m] = req[m] - C[m];
-  cap[m] = req[m];
-  for (int p = m - 1; p >= 0; --p) {
-    reach[p] = std::max(reach[p + 1], req[p] - C[p]);
-    cap[p] = std::max(cap[p + 1], req[p]);
-  }
-  if (cap[0] <= 0) {
+  const Needs needs = NeedsOf(items, std::move(req));
+  if (needs.ahead[0] <= 0) {
     st.keep_all_fits = true;
     return actions;
   }
-  if (reach[0] > 0) {  // even recomputing every item leaves a need unmet
+  if (needs.reach[0] > 0) {  // even every item leaves a need unmet
     st.infeasible = true;
     for (const Item& it : items) actions[it.block] = Action::kRecompute;
     return actions;
@@ -360,7 +360,7 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   // The greedy plan: cheapest per byte until every need is met, then drop
   // what is not needed, dearest first.
   std::vector<char> best_chosen(m, 0);
-  for (int r = 0; r < m && !MeetsNeeds(items, best_chosen, req); ++r) {
+  for (int r = 0; r < m && !MeetsNeeds(items, best_chosen, needs.req); ++r) {
     best_chosen[by_ratio[r]] = 1;
   }
   {
@@ -372,7 +372,7 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
     for (int p : dearest) {
       if (!best_chosen[p]) continue;
       best_chosen[p] = 0;
-      if (!MeetsNeeds(items, best_chosen, req)) best_chosen[p] = 1;
+      if (!MeetsNeeds(items, best_chosen, needs.req)) best_chosen[p] = 1;
     }
   }
   int64_t best_cost = 0;
@@ -388,14 +388,12 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
 
   LpBound lp(by_rank);
   for (int r = 1; r <= m; ++r) lp.Add(r, +1);
-  st.root_bound_ns = lp.LowerBound(cap[0]);
+  st.root_bound_ns = lp.LowerBound(needs.ahead[0]);
 
   Search search(items, by_rank, rank_of,
                 std::min<int64_t>(options.max_nodes, 1 << 30),
                 options.time_limit, &st);
-  std::vector<int> chain(m);
-  std::iota(chain.begin(), chain.end(), 0);
-  search.Run(chain, req, &best);
+  search.Run(needs, &best);
   st.cost_ns = best.cost;
   std::vector<char> chosen(m, 0);
   if (best.node == -2) {

@@ -35,14 +35,20 @@ double Quantile(std::vector<double> v, double q) {
   return v[static_cast<size_t>(q * (v.size() - 1))];
 }
 
+// Registers the hard chain as model "hard" with its samples; returns the
+// budget of the hard request.
+int64_t RegisterHardModel(testing::RawClient* client) {
+  const ModelSpec hard = testing::HardChainModel("hard");
+  REQUIRE(client->Register(hard).ok());
+  REQUIRE(client->Samples(hard, testing::HardChainSamples(hard)).ok());
+  return testing::HardChainBudgetBytes(hard);
+}
+
 TEST_CASE("a hard request from 16 clients never holds the planner") {
   testing::DaemonProcess daemon;
   REQUIRE(daemon.Start({}).ok());
   testing::RawClient setup(daemon.address());
-  const ModelSpec hard = testing::HardChainModel("hard");
-  REQUIRE(setup.Register(hard).ok());
-  REQUIRE(setup.Samples(hard, testing::HardChainSamples(hard)).ok());
-  const int64_t hard_budget = testing::HardChainBudgetBytes(hard);
+  const int64_t hard_budget = RegisterHardModel(&setup);
   const ModelSpec easy = testing::TestModel("easy", 6);
   REQUIRE(setup.Register(easy).ok());
   REQUIRE(setup.Samples(easy, testing::TestSampleGrid(easy)).ok());
@@ -140,10 +146,7 @@ TEST_CASE("a call whose caller has gone while it queued is not solved") {
                       {"--worker-threads", "1", "--solve-deadline-ms", "100"}})
               .ok());
   testing::RawClient setup(daemon.address());
-  const ModelSpec hard = testing::HardChainModel("hard");
-  REQUIRE(setup.Register(hard).ok());
-  REQUIRE(setup.Samples(hard, testing::HardChainSamples(hard)).ok());
-  const int64_t budget = testing::HardChainBudgetBytes(hard);
+  const int64_t budget = RegisterHardModel(&setup);
 
   constexpr int kBusy = 32;
   std::vector<grpc::Status> busy_status(kBusy);
@@ -214,10 +217,7 @@ TEST_CASE("calls queued at shutdown are answered UNAVAILABLE, not dropped") {
   REQUIRE(daemon.Start({"", "", {"--worker-threads", "1", "--grace-seconds", "0.3"}})
               .ok());
   testing::RawClient setup(daemon.address());
-  const ModelSpec hard = testing::HardChainModel("hard");
-  REQUIRE(setup.Register(hard).ok());
-  REQUIRE(setup.Samples(hard, testing::HardChainSamples(hard)).ok());
-  const int64_t budget = testing::HardChainBudgetBytes(hard);
+  const int64_t budget = RegisterHardModel(&setup);
   constexpr int kCalls = 24;
   std::vector<grpc::Status> status(kCalls);
   std::atomic<int> started{0};
