@@ -99,8 +99,10 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
         "the instance must be a JSON object with base_bytes, budget_bytes "
         "and blocks");
   }
-  absl::Status keys = CheckKeys(
-      doc, "", {"base_bytes", "budget_bytes", "margin_bytes", "blocks"});
+  absl::Status keys =
+      CheckKeys(doc, "",
+                {"base_bytes", "budget_bytes", "margin_bytes", "blocks",
+                 "d2h_bytes_per_s", "h2d_bytes_per_s"});
   if (!keys.ok()) return keys;
 
   PlanProblem problem;
@@ -124,6 +126,15 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
   if (problem.margin_bytes > problem.budget_bytes) {
     return Error("margin_bytes", "must not exceed budget_bytes");
   }
+  // The host link, per direction (optional; without both, no OFFLOAD).
+  for (auto [key, out] : {std::pair{"d2h_bytes_per_s", &problem.d2h_bytes_per_s},
+                          std::pair{"h2d_bytes_per_s", &problem.h2d_bytes_per_s}}) {
+    const json* v = Find(doc, key);
+    if (v == nullptr) continue;
+    auto rate = Bytes(*v, key);
+    if (!rate.ok()) return rate.status();
+    *out = static_cast<double>(*rate);
+  }
 
   const json* blocks = Find(doc, "blocks");
   if (blocks == nullptr) return Error("blocks", "missing (required)");
@@ -141,7 +152,8 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
     if (!b.is_object()) return Error(where, "must be an object");
     keys = CheckKeys(
         b, where,
-        {"name", "act_bytes", "input_bytes", "forward_ns", "checkpointable"});
+        {"name", "act_bytes", "input_bytes", "forward_ns", "checkpointable",
+         "output_bytes", "workspace_bytes", "transfer_bytes", "backward_ns"});
     if (!keys.ok()) return keys;
     BlockCost cost;
     const json* name = Find(b, "name");
@@ -171,6 +183,22 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
     auto forward = Nanoseconds(*ns, where + ".forward_ns");
     if (!forward.ok()) return forward.status();
     cost.forward_ns = *forward;
+    // Optional quantities of the memory model v2 (plan.h: unknown when
+    // absent).
+    for (auto [key, out] : {std::pair{"output_bytes", &cost.output_bytes},
+                            std::pair{"workspace_bytes", &cost.workspace_bytes},
+                            std::pair{"transfer_bytes", &cost.transfer_bytes}}) {
+      if (const json* v = Find(b, key)) {
+        auto bytes = Bytes(*v, where + "." + key);
+        if (!bytes.ok()) return bytes.status();
+        *out = *bytes;
+      }
+    }
+    if (const json* v = Find(b, "backward_ns")) {
+      auto backward = Nanoseconds(*v, where + ".backward_ns");
+      if (!backward.ok()) return backward.status();
+      cost.backward_ns = *backward;
+    }
     if (const json* c = Find(b, "checkpointable")) {
       if (!c->is_boolean()) {
         return Error(where + ".checkpointable",

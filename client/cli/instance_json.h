@@ -6,9 +6,15 @@
 //     "margin_bytes": "256MiB",      // optional, default 0
 //     "blocks": [
 //       {"name": "layer0", "act_bytes": "444MiB", "input_bytes": 12582912,
-//        "forward_ns": 4200000, "checkpointable": true},   // optional, true
+//        "forward_ns": 4200000, "checkpointable": true,   // optional, true
+//        // optional (planner/plan.h's defaults when absent):
+//        "output_bytes": "12MiB", "workspace_bytes": "96MiB",
+//        "transfer_bytes": "432MiB", "backward_ns": 8400000},
 //       ...
-//     ]
+//     ],
+//     // optional: the host link per direction, bytes per second; with
+//     // both, OFFLOAD is planned
+//     "d2h_bytes_per_s": "25GB", "h2d_bytes_per_s": "25GB"
 //   }
 //
 // Byte fields take a non-negative integer or a size string ("6GiB",

@@ -48,6 +48,36 @@ TEST_CASE("a complete instance parses, sizes and integers alike") {
   CHECK(p.blocks[1].act_bytes == 1500000000);
   CHECK(p.blocks[1].input_bytes == 102400);
   CHECK(p.blocks[1].checkpointable);  // default
+  // The memory model v2's optional quantities stay unknown; no link.
+  CHECK(p.blocks[1].output_bytes == kUnknown);
+  CHECK(p.blocks[1].workspace_bytes == kUnknown);
+  CHECK_FALSE(p.has_link());
+}
+
+TEST_CASE("the memory model v2's quantities and the host link parse") {
+  auto r = ParseInstanceJson(R"({
+    "base_bytes": 0, "budget_bytes": "1GiB",
+    "d2h_bytes_per_s": "25GB", "h2d_bytes_per_s": 20000000000,
+    "blocks": [
+      {"name": "l0", "act_bytes": "100MiB", "input_bytes": "1MiB",
+       "forward_ns": 1000, "output_bytes": "2MiB", "workspace_bytes": "8MiB",
+       "transfer_bytes": "90MiB", "backward_ns": 2500}
+    ]})");
+  REQUIRE(r.ok());
+  CHECK(r->has_link());
+  CHECK(r->d2h_bytes_per_s == 25e9);
+  CHECK(r->h2d_bytes_per_s == 2e10);
+  const BlockCost& b = r->blocks[0];
+  CHECK(b.output_bytes == 2LL << 20);
+  CHECK(b.workspace_bytes == 8LL << 20);
+  CHECK(b.transfer_bytes == 90LL << 20);
+  CHECK(b.backward_ns == 2500);
+  auto bad = ParseInstanceJson(R"({"base_bytes": 0, "budget_bytes": 1,
+    "blocks": [{"name": "l0", "act_bytes": 1, "input_bytes": 0,
+                "forward_ns": 1, "workspace_bytes": -4}]})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(std::string(bad.status().message()).find("blocks[0].workspace_bytes") !=
+        std::string::npos);
 }
 
 TEST_CASE("margin defaults to zero and blocks may be empty") {

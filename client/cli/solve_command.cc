@@ -33,6 +33,7 @@ void PrintJson(const PlanProblem& problem, const Plan& plan,
   line["actions"] = actions;
   line["predicted_peak_bytes"] = plan.predicted_peak_bytes;
   line["recompute_ns"] = plan.recompute_ns;
+  line["exposed_transfer_ns"] = plan.exposed_transfer_ns;
   line["recomputed_blocks"] = CountRecomputed(plan);
   line["limit_bytes"] = problem.limit_bytes();
   line["shortfall_bytes"] =
