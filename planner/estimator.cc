@@ -84,6 +84,18 @@ constexpr Eigen::Index kMaxSelectionRows = 48;
 constexpr double kOutlierFactor = 2.0;
 constexpr double kOutlierSpreads = 8.0;
 constexpr size_t kCorroboratingSamples = 3;
+// Vouching before every unknown is determined (remat, min_distinct_samples
+// 0): with many features the full basis has many unknowns (17 for three
+// features at degree 2) while the law that term selection finds has few
+// (b*h*w and b for a CNN's layers). A fit vouches for queries in range once
+// it has at least kVouchMinRows distinct feature vectors, kVouchSpareRows
+// more than each byte quantity's selected terms, and every left-out row of
+// every byte quantity predicted within kVouchLooError: each of those rows
+// was a query the others answered. Time is left out: too noisy to judge
+// by, and a slow estimate costs speed, not memory.
+constexpr size_t kVouchMinRows = 6;
+constexpr size_t kVouchSpareRows = 3;
+constexpr double kVouchLooError = 0.05;
 // Quarantine holds at most this many samples (the oldest leave first).
 constexpr size_t kMaxQuarantined = 1024;
 
@@ -117,6 +129,10 @@ struct QuantityModel {
   // Median leave-one-out relative error: the fit's typical miss, robust to
   // a few bad rows (0 without evidence).
   double loo_rel_median = 0;
+  // The largest leave-one-out relative error, and how many rows gave one
+  // (0: no evidence).
+  double loo_rel_max = std::numeric_limits<double>::infinity();
+  size_t loo_rows = 0;
   bool observed = false;  // false: no sample had the quantity; predicts 0
 };
 
@@ -175,7 +191,7 @@ class FittedEstimator final : public Estimator {
     SampleVerdict verdict;
     // Judged against the fit from before this batch, so a batch cannot
     // vouch for itself.
-    if (kind_ != Kind::kRemat || num_distinct_ < min_distinct_) return verdict;
+    if (kind_ != Kind::kRemat || !Trusted()) return verdict;
     verdict.quarantined.resize(samples.size());
     size_t held = quarantine_.size();
     for (size_t i = 0; i < samples.size(); ++i) {
@@ -268,10 +284,12 @@ class FittedEstimator final : public Estimator {
       reasons.push_back(
           "calibration from reported peaks exceeds 2^59 bytes for this batch");
     }
-    if (num_distinct_ < min_distinct_) {
+    if (!Trusted()) {
       reasons.push_back(absl::StrCat(
           "only ", num_distinct_, " distinct feature vectors observed; ",
-          min_distinct_, " needed (min_distinct_samples)"));
+          min_distinct_, " needed (min_distinct_samples), or ",
+          kVouchMinRows, " with every left-out one predicted within ",
+          kVouchLooError * 100, "% by the rest"));
     }
     const double factor = options_.extrapolation_factor;
     for (size_t i = 0; i < features.size(); ++i) {
@@ -530,6 +548,8 @@ class FittedEstimator final : public Estimator {
       if (!(y_max > 0)) {  // always 0
         m.relative_slack = kMinRelativeSlack;
         m.loo_rel_rmse = 0;
+        m.loo_rel_max = 0;
+        m.loo_rows = static_cast<size_t>(n);
         continue;
       }
       m.floor = kFloorFraction * y_max;
@@ -627,6 +647,8 @@ class FittedEstimator final : public Estimator {
     // conformal prediction); below 1/alpha - 1 rows that is the largest.
     std::sort(errors.begin(), errors.end());
     m->loo_rel_median = errors[errors.size() / 2];
+    m->loo_rel_max = errors.back();
+    m->loo_rows = errors.size();
     const double n = static_cast<double>(errors.size());
     const size_t rank =
         static_cast<size_t>(std::ceil((1 - kBoundMissProbability) * (n + 1)));
@@ -635,8 +657,37 @@ class FittedEstimator final : public Estimator {
     m->loo_rel_rmse = std::sqrt(sum_sq / weight);
   }
 
+  // Enough evidence to plan on (queries in range) and to judge outliers by.
+  bool Trusted() const { return num_distinct_ >= min_distinct_ || vouched_; }
+
+  // Whether the fit vouches for itself (see kVouchMinRows): remat with the
+  // default min_distinct_samples only.
+  bool Vouched() const {
+    if (kind_ != Kind::kRemat || options_.min_distinct_samples > 0 ||
+        num_distinct_ < kVouchMinRows) {
+      return false;
+    }
+    auto vouches = [](const QuantityModel& m) {
+      return !m.observed || (m.loo_rows >= m.terms.size() + kVouchSpareRows &&
+                             m.loo_rel_max <= kVouchLooError);
+    };
+    for (size_t b = 0; b < block_models_.size(); ++b) {
+      if (!vouches(block_models_[b][kAct]) ||
+          !vouches(block_models_[b][kInput]) ||
+          !vouches(workspace_models_[b])) {
+        return false;
+      }
+    }
+    return vouches(base_model_);
+  }
+
   // Recomputes ranges, scales and every quantity's model from samples_.
   void Refit() {
+    RefitModels();
+    vouched_ = Vouched();
+  }
+
+  void RefitModels() {
     const size_t nf = model_.feature_names.size();
     const size_t nb = model_.blocks.size();
     feature_min_.assign(nf, 0);
@@ -769,6 +820,7 @@ class FittedEstimator final : public Estimator {
 
   // Derived from samples_ by Refit().
   size_t num_distinct_ = 0;
+  bool vouched_ = false;  // Vouched() of the last fit
   std::vector<double> feature_min_, feature_max_, feature_scale_;
   double product_scale_ = 1;
   std::vector<std::vector<QuantityModel>> block_models_;  // [block][quantity]

@@ -37,7 +37,10 @@ struct EstimatorOptions {
   // Must be >= 1.
   double extrapolation_factor = 1.25;
   // Distinct feature vectors needed before predictions are trusted.
-  // 0 means "the number of unknowns of the fit" (monomial count).
+  // 0 means "the number of unknowns of the fit" (monomial count), or fewer
+  // (at least 6) once the fit vouches for itself: every byte quantity has
+  // 3 more distinct feature vectors than its selected terms and predicts
+  // each of them, left out, within 5% (estimator.cc, kVouchMinRows).
   int min_distinct_samples = 0;
 };
 
