@@ -30,6 +30,7 @@ struct ExactStats {
   int64_t cost_ns = 0;         // the optimum's recompute time
   int64_t heuristic_cost_ns = 0;  // best after the small-core pass
   int64_t nodes = 0;           // search states examined (the work measure)
+  int fixed = 0;               // candidates fixed by their reduced cost
   // The search hit ExactOptions::max_nodes or time_limit: the plan is the
   // best one found (it fits whenever any plan fits) but not proven optimal.
   bool stopped_at_limit = false;

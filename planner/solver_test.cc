@@ -430,6 +430,33 @@ bool HasStopNote(const Plan& plan) {
   return false;
 }
 
+TEST_CASE("identical layers: states of equal saving merge, work stays small") {
+  // 1000 blocks of two kinds with equal sizes (times differ by 2%): the
+  // savings a prefix can reach are few, and the search must not keep more
+  // than one state per saving (it kept hundreds of thousands).
+  std::mt19937_64 rng(99);
+  std::normal_distribution<double> time_noise(1.0, 0.02);
+  for (double fraction : {0.2, 0.5, 0.8}) {
+    PlanProblem p;
+    p.base_bytes = 1 << 30;
+    for (int i = 0; i < 1000; ++i) {
+      const bool attn = i % 2 == 0;
+      p.blocks.push_back(
+          {"b" + std::to_string(i), attn ? 300 << 20 : 200 << 20, 16 << 20,
+           static_cast<int64_t>((attn ? 3e6 : 1.5e6) * time_noise(rng)),
+           true});
+    }
+    const int64_t p0 = KeepAllPeak(p);
+    p.budget_bytes = p0 - static_cast<int64_t>(fraction * (p0 - (1 << 30)));
+    internal::ExactStats st;
+    internal::SolveExact(p, &st);
+    INFO("fraction " << fraction << " nodes " << st.nodes);
+    CHECK_FALSE(st.stopped_at_limit);
+    CHECK(st.max_front <= 1000);
+    CHECK(st.nodes <= 2000000);
+  }
+}
+
 TEST_CASE("the work limit returns the best plan found, flagged, never over") {
   std::mt19937_64 rng(4242);
   int stopped = 0;
