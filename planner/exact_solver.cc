@@ -222,6 +222,14 @@ class Search {
           (time_limit_.count() > 0 &&
            std::chrono::steady_clock::now() - start_ >= time_limit_)) {
         st_->stopped_at_limit = true;
+        // A cheaper plan extends some state of the front: each costs at
+        // least its own bound (lp holds the items still undecided).
+        int64_t bound = best->cost;
+        for (const State& x : front) {
+          const int64_t rest = lp.LowerBound(needs.ahead[p] - x.sigma);
+          if (rest < kInf) bound = std::min(bound, x.cost + rest);
+        }
+        st_->lower_bound_ns = bound;
         return false;
       }
       ++st_->steps;
@@ -441,7 +449,7 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   Search search(items, by_rank, rank_of, fixed,
                 std::min<int64_t>(options.max_nodes, 1 << 30),
                 options.time_limit, &st);
-  search.Run(needs, &best);
+  if (search.Run(needs, &best)) st.lower_bound_ns = best.cost;
   st.cost_ns = best.cost;
   std::vector<char> chosen(m, 0);
   if (best.node == -2) {

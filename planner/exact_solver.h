@@ -34,6 +34,10 @@ struct ExactStats {
   // The search hit ExactOptions::max_nodes or time_limit: the plan is the
   // best one found (it fits whenever any plan fits) but not proven optimal.
   bool stopped_at_limit = false;
+  // No plan that fits costs less (cost_ns when proven optimal; else the
+  // least bound over the states the search had left). Set when the search
+  // ran (not for keep_all_fits or infeasible).
+  int64_t lower_bound_ns = 0;
 };
 
 struct ExactOptions {

@@ -7,6 +7,7 @@
 #define REMAT_PLANNER_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,10 @@ struct Plan {
   // Transfer time that compute does not hide (SimulateStep).
   int64_t exposed_transfer_ns = 0;
   std::string solver;                // the solver that made it
+  // Exact solvers only: how much cheaper (recompute_ns) a fitting plan
+  // could still be; 0 when proven optimal, more when the search stopped at
+  // its work or time limit. Unset for heuristics, which prove nothing.
+  std::optional<int64_t> optimality_gap_ns;
 };
 
 // The memory model, version 2 (DESIGN.md, "Memory model"): the step

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "planner/exact_solver.h"
 #include "planner/units.h"
@@ -261,11 +262,14 @@ class ExactSolver final : public Solver {
       return feasible ? "kept: fits under budget"
                       : "kept: recomputing would not lower the peak";
     });
+    plan.optimality_gap_ns =
+        stats.stopped_at_limit ? plan.recompute_ns - stats.lower_bound_ns : 0;
     if (stats.stopped_at_limit) {
+      const std::string note = absl::StrCat(
+          internal::kStoppedAtLimitNote, " (at most ", *plan.optimality_gap_ns,
+          " ns of recompute above the best possible)");
       for (size_t i = 0; i < problem.blocks.size(); ++i) {
-        if (problem.blocks[i].checkpointable) {
-          plan.reasons[i] += internal::kStoppedAtLimitNote;
-        }
+        if (problem.blocks[i].checkpointable) plan.reasons[i] += note;
       }
     }
     return plan;

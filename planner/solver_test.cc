@@ -484,11 +484,18 @@ TEST_CASE("the work limit returns the best plan found, flagged, never over") {
       CHECK(st.stopped_at_limit == (full_stats.nodes > max_nodes));
       CHECK(HasStopNote(plan) == st.stopped_at_limit);
       // Work stays within the limit plus the last two fronts.
+      REQUIRE(plan.optimality_gap_ns.has_value());
       if (st.stopped_at_limit) {
         ++stopped;
         CHECK(st.nodes <= max_nodes + 2 * st.max_front + 2);
+        // The gap is a true bound: the optimum lies within it.
+        CHECK(*plan.optimality_gap_ns >= 0);
+        CHECK(plan.recompute_ns - *plan.optimality_gap_ns <=
+              reference.recompute_ns);
+        CHECK(st.lower_bound_ns >= full_stats.root_bound_ns);
       } else {
         CHECK(plan.recompute_ns == reference.recompute_ns);
+        CHECK(*plan.optimality_gap_ns == 0);
       }
     }
     // A generous limit changes nothing.

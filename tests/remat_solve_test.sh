@@ -32,6 +32,7 @@ grep -q '"RECOMPUTE"' "$tmp/out" || fail "exact json: recomputes nothing"
 grep -q '"predicted_peak_bytes":' "$tmp/out" || fail "exact json: peak"
 grep -q '"recompute_ns":' "$tmp/out" || fail "exact json: recompute_ns"
 grep -q '"exposed_transfer_ns":0' "$tmp/out" || fail "exact json: exposed_transfer_ns"
+grep -q '"optimality_gap_ns":0' "$tmp/out" || fail "exact json: proven optimal"
 
 # With a host link, delta may swap: OFFLOAD in the actions.
 sed 's/"budget_bytes":/"d2h_bytes_per_s": "1PB", "h2d_bytes_per_s": "1PB", "budget_bytes":/' \
@@ -39,6 +40,7 @@ sed 's/"budget_bytes":/"d2h_bytes_per_s": "1PB", "h2d_bytes_per_s": "1PB", "budg
 expect_rc 0 "delta with a link" "$remat" solve --instance "$tmp/link.json" \
   --solver delta -o json
 grep -q '"OFFLOAD"' "$tmp/out" || fail "delta json: no OFFLOAD with a link: $(cat "$tmp/out")"
+grep -q '"optimality_gap_ns":null' "$tmp/out" || fail "delta json: a heuristic proves nothing"
 
 # Every solver: "none" cannot fit, so exit 3, and a line each.
 expect_rc 3 "all solvers json" "$remat" solve --instance "$instance" \

@@ -34,6 +34,10 @@ void PrintJson(const PlanProblem& problem, const Plan& plan,
   line["predicted_peak_bytes"] = plan.predicted_peak_bytes;
   line["recompute_ns"] = plan.recompute_ns;
   line["exposed_transfer_ns"] = plan.exposed_transfer_ns;
+  // null for heuristics; 0 when the exact search proved the optimum.
+  line["optimality_gap_ns"] = plan.optimality_gap_ns
+                                  ? nlohmann::json(*plan.optimality_gap_ns)
+                                  : nlohmann::json(nullptr);
   line["recomputed_blocks"] = CountRecomputed(plan);
   line["limit_bytes"] = problem.limit_bytes();
   line["shortfall_bytes"] =

@@ -175,6 +175,10 @@ void PlanToProto(const ModelSpec& spec, const Plan& plan, v1::Plan* proto,
   proto->set_recompute_ns(plan.recompute_ns);
   proto->set_solver(plan.solver);
   proto->set_feasible(plan.feasible);
+  proto->set_exposed_transfer_ns(plan.exposed_transfer_ns);
+  if (plan.optimality_gap_ns) {
+    proto->set_optimality_gap_ns(*plan.optimality_gap_ns);
+  }
 }
 
 absl::StatusOr<Plan> PlanFromProto(const v1::Plan& proto) {
@@ -192,6 +196,10 @@ absl::StatusOr<Plan> PlanFromProto(const v1::Plan& proto) {
   plan.recompute_ns = proto.recompute_ns();
   plan.solver = proto.solver();
   plan.feasible = proto.feasible();
+  plan.exposed_transfer_ns = proto.exposed_transfer_ns();
+  if (proto.has_optimality_gap_ns()) {
+    plan.optimality_gap_ns = proto.optimality_gap_ns();
+  }
   return plan;
 }
 

@@ -101,6 +101,8 @@ TEST_CASE("plan results survive the round trip; COLLECT has no plan") {
   plan->predicted_peak_bytes = 1 << 30;
   plan->recompute_ns = 5000;
   plan->solver = "exact";
+  plan->exposed_transfer_ns = 77;
+  plan->optimality_gap_ns = 0;
   PlanResult r;
   r.plan = plan;
   r.from_cache = true;
@@ -119,8 +121,15 @@ TEST_CASE("plan results survive the round trip; COLLECT has no plan") {
   REQUIRE(back->plan->recompute_ns == 5000);
   REQUIRE(back->plan->solver == "exact");
   REQUIRE(back->plan->feasible);
+  REQUIRE(back->plan->exposed_transfer_ns == 77);
+  REQUIRE(back->plan->optimality_gap_ns == 0);
   REQUIRE(back->from_cache);
   REQUIRE(back->bucket == r.bucket);
+  // A heuristic's plan proves nothing: no gap on the wire, none back.
+  plan->optimality_gap_ns.reset();
+  PlanResultToProto(Spec(), r, &proto);
+  REQUIRE_FALSE(proto.plan().has_optimality_gap_ns());
+  REQUIRE_FALSE(PlanResultFromProto(proto)->plan->optimality_gap_ns);
 
   PlanResult c;
   c.collect = true;
