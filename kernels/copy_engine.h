@@ -1,0 +1,91 @@
+// The copy engine: moves activations between device memory and a host pool
+// on queues of its own, so that copies overlap with compute (DELTA's
+// swapping). One queue per direction, first in first out; every copy has
+// an event the runtime waits on before it touches the copy's destination
+// (or frees its source).
+//
+// Two implementations: the CPU reference (NewCpuCopyEngine, here: the
+// "device" is ordinary memory, copies run on a worker thread per
+// direction, optionally capped at an emulated link bandwidth) and CUDA
+// (kernels/cuda_copy_engine.h: pinned pool, copy streams, CUDA events).
+//
+// Thread safety: every method may be called from any thread.
+#ifndef REMAT_KERNELS_COPY_ENGINE_H_
+#define REMAT_KERNELS_COPY_ENGINE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/host_pool.h"
+
+namespace remat::kernels {
+
+// The completion of one queued copy. Copyable; an empty event is complete.
+class CopyEvent {
+ public:
+  CopyEvent() = default;
+  // Whether the copy has finished (successfully or not).
+  bool done() const;
+  // Blocks until the copy has finished; its status.
+  absl::Status Wait() const;
+
+  // For implementations: a pending event and how to complete it.
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::Status status;
+  };
+  explicit CopyEvent(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  static void Complete(State* state, absl::Status status);
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+struct CopyEngineOptions {
+  HostPoolOptions pool;
+  // CPU engine only: the bandwidth each direction is held to, emulating a
+  // host link (PCIe) on a machine that has none; 0 copies at memory speed.
+  double link_bytes_per_s = 0;
+};
+
+struct CopyEngineStats {
+  HostPoolStats pool;
+  int64_t bytes_to_host = 0;    // completed copies, per direction
+  int64_t bytes_to_device = 0;
+  int64_t failed_copies = 0;
+};
+
+class CopyEngine {
+ public:
+  virtual ~CopyEngine() = default;
+
+  // "cpu" or "cuda".
+  virtual const char* name() const = 0;
+
+  // Host memory from the engine's pool (HostPool::Allocate).
+  virtual absl::StatusOr<HostBuffer> AllocateHost(int64_t bytes) = 0;
+
+  // Queues a copy of dst->bytes() bytes from device memory `src` into
+  // `dst`. `src` must stay allocated and unchanged, and `dst` alive, until
+  // the event is done: free the device memory only then.
+  virtual CopyEvent CopyToHost(const void* src, HostBuffer* dst) = 0;
+  // Queues a copy of src.bytes() bytes from `src` into device memory `dst`.
+  // Read `dst` only once the event is done.
+  virtual CopyEvent CopyToDevice(const HostBuffer& src, void* dst) = 0;
+
+  virtual CopyEngineStats stats() const = 0;
+};
+
+// The CPU reference engine.
+std::unique_ptr<CopyEngine> NewCpuCopyEngine(
+    const CopyEngineOptions& options = {});
+
+}  // namespace remat::kernels
+
+#endif  // REMAT_KERNELS_COPY_ENGINE_H_
