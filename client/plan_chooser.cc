@@ -76,7 +76,8 @@ PlanChooser::PlanChooser(Planner* planner, ModelSpec model,
 }
 
 absl::Status PlanChooser::CheckActions(const ModelSpec& model,
-                                       const std::vector<Action>& actions) {
+                                       const std::vector<Action>& actions,
+                                       bool offload) {
   if (actions.size() != model.blocks.size()) {
     return absl::InvalidArgumentError(
         "plan.actions has " + std::to_string(actions.size()) +
@@ -85,11 +86,13 @@ absl::Status PlanChooser::CheckActions(const ModelSpec& model,
   }
   for (size_t i = 0; i < actions.size(); ++i) {
     const std::string field = "plan.actions[" + std::to_string(i) + "]";
-    if (actions[i] == Action::kOffload) {
+    if (actions[i] == Action::kOffload && !offload) {
       return absl::InvalidArgumentError(
-          field + " is OFFLOAD, which this runtime does not support yet");
+          field +
+          " is OFFLOAD, and this runtime has no copy engine to offload with "
+          "(CheckpointedSequential::set_copy_engine)");
     }
-    if (actions[i] != Action::kKeep && !model.blocks[i].checkpointable) {
+    if (actions[i] == Action::kRecompute && !model.blocks[i].checkpointable) {
       return absl::InvalidArgumentError(field + " recomputes block '" +
                                         model.blocks[i].name +
                                         "', which is not checkpointable");
@@ -195,7 +198,8 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
     return Fallback(key, absl::InternalError(
                              "planner returned neither a plan nor COLLECT"));
   }
-  absl::Status usable = CheckActions(model_, result->plan->actions);
+  absl::Status usable =
+      CheckActions(model_, result->plan->actions, options_.offload);
   if (!usable.ok()) return Fallback(key, usable);
   choice.actions = result->plan->actions;
   choice.source = PlanSource::kPlanner;

@@ -55,10 +55,13 @@ struct PlanChooserOptions {
   double default_granularity = 1;
   // Passed to the planner; empty means the planner's default solver.
   std::string solver;
+  // The runtime can run OFFLOAD (it has a copy engine); otherwise a plan
+  // that offloads is refused like any plan the runtime cannot run.
+  bool offload = false;
 };
 
 struct PlanChoice {
-  std::vector<Action> actions;  // one per block; never OFFLOAD
+  std::vector<Action> actions;  // one per block; OFFLOAD only if allowed
   PlanSource source = PlanSource::kSafe;
   // The plan's predicted peak and solver, when a planner made it (also for
   // cached and last good plans); 0 and empty for collect and safe plans.
@@ -93,10 +96,12 @@ class PlanChooser {
   // so the next batches ask again. Plans stay available as last good ones.
   void InvalidatePlans();
 
-  // OK when `actions` can run on this model: one per block, KEEP for every
-  // non-checkpointable block, no OFFLOAD. INVALID_ARGUMENT otherwise.
+  // OK when `actions` can run on this model: one per block, no RECOMPUTE
+  // of a non-checkpointable block, OFFLOAD only with `offload`.
+  // INVALID_ARGUMENT otherwise.
   static absl::Status CheckActions(const ModelSpec& model,
-                                   const std::vector<Action>& actions);
+                                   const std::vector<Action>& actions,
+                                   bool offload = false);
 
   std::vector<int64_t> Bucket(const Features& features) const;
   const ModelSpec& model() const { return model_; }

@@ -245,6 +245,13 @@ TEST_CASE("plans this runtime cannot run are refused") {
     CHECK(c.source == PlanSource::kSafe);
     CHECK(std::string(c.planner_status.message()).find("OFFLOAD") !=
           std::string::npos);
+    // A runtime with a copy engine runs it.
+    PlanChooserOptions with_engine;
+    with_engine.offload = true;
+    PlanChooser offloading(&planner, Model(), with_engine);
+    PlanChoice o = offloading.Choose({4, 64}, 1000);
+    CHECK(o.source == PlanSource::kPlanner);
+    CHECK(o.actions == planner.actions);
   }
   SECTION("recompute of a non-checkpointable block") {
     planner.actions = {R, R, R};

@@ -51,14 +51,34 @@ torch::Tensor CheckpointedSequentialImpl::forward(
               " actions for a model of ", blocks_.size(),
               " blocks; plans must have one action per block");
   const bool grad = at::GradMode::is_enabled();
+  std::unique_ptr<Offloader> offloader;
+  std::shared_ptr<OffloadGroup> below;  // the offloaded block just run
   torch::Tensor x = input;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Block& block = blocks_[i];
+    std::shared_ptr<OffloadGroup> offloaded;
     switch (actions[i]) {
-      case Action::kOffload:
-        TORCH_CHECK(false, "block '", block.name,
-                    "': OFFLOAD not supported by this runtime yet");
+      case Action::kOffload: {
+        TORCH_CHECK(copy_engine_ != nullptr, "block '", block.name,
+                    "': OFFLOAD needs a copy engine (set_copy_engine)");
+        if (!grad) {
+          x = block.module.forward(x);
+          break;
+        }
+        if (offloader == nullptr) {
+          offloader =
+              std::make_unique<Offloader>(copy_engine_, offload_options_);
+        }
+        torch::nn::AnyModule module = block.module;
+        std::vector<at::Tensor> resident = module.ptr()->parameters();
+        for (const at::Tensor& b : module.ptr()->buffers()) {
+          resident.push_back(b);
+        }
+        x = offloader->Run(
+            [module](const at::Tensor& t) mutable { return module.forward(t); },
+            x, resident, &offloaded);
         break;
+      }
       case Action::kRecompute: {
         TORCH_CHECK(block.checkpointable, "block '", block.name,
                     "' is not checkpointable; the plan must KEEP it");
@@ -87,7 +107,11 @@ torch::Tensor CheckpointedSequentialImpl::forward(
         }
         break;
     }
+    // The offloaded block below comes back as this one's backward begins.
+    if (below != nullptr) x = Offloader::PrefetchOnBackward(x, below);
+    below = std::move(offloaded);
   }
+  if (below != nullptr) below->Prefetch();  // the last block: right away
   return x;
 }
 
@@ -113,7 +137,15 @@ PlannedModel::PlannedModel(CheckpointedSequential model, Planner* planner,
     : model_(std::move(model)),
       planner_(planner),
       options_(std::move(options)),
-      chooser_(planner, model_->spec(), options_.chooser()) {}
+      chooser_(planner, model_->spec(), ChooserOptions(options_, *model_)) {}
+
+PlanChooserOptions PlannedModel::ChooserOptions(
+    const PlannedModelOptions& options,
+    const CheckpointedSequentialImpl& model) {
+  PlanChooserOptions o = options.chooser();
+  o.offload = model.copy_engine() != nullptr;
+  return o;
+}
 
 std::unique_ptr<PlannedModel::Step> PlannedModel::BeginStep(
     const Features& features, int64_t budget_bytes) {

@@ -44,6 +44,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "absl/status/status.h"
+#include "client/offload.h"
 #include "client/plan_chooser.h"
 #include "client/planner.h"
 #include "collector/block_observer.h"
@@ -78,9 +79,11 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   }
 
   // Runs the blocks under `actions` (one per block). TORCH_CHECK fails on a
-  // wrong count, OFFLOAD ("OFFLOAD not supported by this runtime yet"), or
-  // RECOMPUTE of a non-checkpointable block. With grad mode off every block
-  // just runs: there is nothing to keep.
+  // wrong count, OFFLOAD without a copy engine, or RECOMPUTE of a
+  // non-checkpointable block. With grad mode off every block just runs:
+  // there is nothing to keep. An OFFLOAD block's saved tensors go to host
+  // and are prefetched when the backward of the block above it begins (at
+  // the end of forward for the last block).
   torch::Tensor forward(const torch::Tensor& input,
                         const std::vector<Action>& actions);
   // Every block KEEP: the model without checkpointing.
@@ -96,6 +99,16 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   // collection: a step under the safe plan measures every block once.
   void set_observer(BlockObserver* observer) { observer_ = observer; }
   BlockObserver* observer() const { return observer_; }
+
+  // Where OFFLOAD blocks send their saved tensors (client/offload.h); null
+  // (default): a plan with OFFLOAD fails. Not owned; must outlive every
+  // backward of a forward that offloaded.
+  void set_copy_engine(kernels::CopyEngine* engine,
+                       OffloadOptions options = {}) {
+    copy_engine_ = engine;
+    offload_options_ = options;
+  }
+  kernels::CopyEngine* copy_engine() const { return copy_engine_; }
 
   // Bytes of the model's parameters, their gradients and buffers (each
   // storage counted once): what a relative memory source cannot see.
@@ -116,6 +129,8 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   RuntimeOptions options_;
   std::vector<Block> blocks_;
   BlockObserver* observer_ = nullptr;
+  kernels::CopyEngine* copy_engine_ = nullptr;
+  OffloadOptions offload_options_;
 };
 
 TORCH_MODULE(CheckpointedSequential);
@@ -211,6 +226,11 @@ class PlannedModel {
   // next BeginStep.
   std::optional<Outcome> pending_outcome_;
   void WarnReport(const absl::Status& status);
+  // The chooser accepts OFFLOAD when the model has a copy engine (set it
+  // before wrapping the model).
+  static PlanChooserOptions ChooserOptions(
+      const PlannedModelOptions& options,
+      const CheckpointedSequentialImpl& model);
 };
 
 }  // namespace remat

@@ -15,6 +15,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -59,6 +60,7 @@ struct CopyEngineStats {
   int64_t bytes_to_host = 0;    // completed copies, per direction
   int64_t bytes_to_device = 0;
   int64_t failed_copies = 0;
+  int64_t pending_copies = 0;  // queued or running, both directions
 };
 
 class CopyEngine {
@@ -73,11 +75,20 @@ class CopyEngine {
 
   // Queues a copy of dst->bytes() bytes from device memory `src` into
   // `dst`. `src` must stay allocated and unchanged, and `dst` alive, until
-  // the event is done: free the device memory only then.
-  virtual CopyEvent CopyToHost(const void* src, HostBuffer* dst) = 0;
-  // Queues a copy of src.bytes() bytes from `src` into device memory `dst`.
-  // Read `dst` only once the event is done.
-  virtual CopyEvent CopyToDevice(const HostBuffer& src, void* dst) = 0;
+  // the copy is over. `landed` (may be null) is called once the copy has
+  // landed, before the event completes, on the engine's thread, and
+  // destroyed then (also when the copy failed): what it holds lives as
+  // long as the copy, which is how a caller keeps both ends alive and lets
+  // go of the device memory in time. It must not block.
+  virtual CopyEvent CopyToHost(const void* src, HostBuffer* dst,
+                               std::function<void()> landed = nullptr) = 0;
+  // Queues a copy of src.bytes() bytes from `src` into device memory `dst`
+  // that starts once `after` is done (the copy that filled `src`) and the
+  // copies queued before it are. Read `dst` only once the event is done;
+  // a failed `after` fails this copy too. `landed` as for CopyToHost.
+  virtual CopyEvent CopyToDevice(const HostBuffer& src, void* dst,
+                                 const CopyEvent& after = CopyEvent(),
+                                 std::function<void()> landed = nullptr) = 0;
 
   virtual CopyEngineStats stats() const = 0;
 };

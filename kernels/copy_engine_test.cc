@@ -76,6 +76,28 @@ TEST_CASE("the two directions are independent queues") {
   CHECK(b == std::vector<unsigned char>(1 << 20, 7));
 }
 
+TEST_CASE("a copy back waits for the copy out it depends on") {
+  CopyEngineOptions options;
+  options.link_bytes_per_s = 1e9;
+  auto engine = NewCpuCopyEngine(options);
+  const std::vector<unsigned char> device = RandomBytes(size_t{32} << 20, 4);
+  auto host = *engine->AllocateHost(int64_t{32} << 20);
+  bool landed = false;
+  CopyEvent out = engine->CopyToHost(device.data(), &host,
+                                     [&] { landed = true; });
+  std::vector<unsigned char> back(device.size(), 0);
+  // Issued at once, yet it reads the host buffer only once it is full.
+  REQUIRE(engine->CopyToDevice(host, back.data(), out).Wait().ok());
+  CHECK(out.done());
+  CHECK(landed);
+  CHECK(back == device);
+  // A failed copy out fails the copy back, with both reasons.
+  CopyEvent bad = engine->CopyToHost(nullptr, &host);
+  const absl::Status s = engine->CopyToDevice(host, back.data(), bad).Wait();
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(s.message().find("waited for") != std::string::npos);
+}
+
 TEST_CASE("a warm pool allocates nothing more") {
   CopyEngineOptions options;
   options.pool.chunk_bytes = int64_t{32} << 20;

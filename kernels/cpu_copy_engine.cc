@@ -43,7 +43,14 @@ class CopyQueue {
     worker_.join();
   }
 
-  CopyEvent Push(const void* src, void* dst, int64_t bytes) {
+  // Copies queued or running.
+  int64_t pending() const {
+    std::lock_guard lock(mu_);
+    return pending_;
+  }
+
+  CopyEvent Push(const void* src, void* dst, int64_t bytes,
+                 std::function<void()> landed, CopyEvent after) {
     auto state = std::make_shared<CopyEvent::State>();
     if (src == nullptr || dst == nullptr || bytes < 0) {
       {
@@ -61,7 +68,8 @@ class CopyQueue {
     {
       std::lock_guard lock(mu_);
       tasks_.push_back({static_cast<const char*>(src), static_cast<char*>(dst),
-                        bytes, state});
+                        bytes, std::move(landed), std::move(after), state});
+      ++pending_;
     }
     cv_.notify_one();
     return CopyEvent(state);
@@ -72,6 +80,8 @@ class CopyQueue {
     const char* src;
     char* dst;
     int64_t bytes;
+    std::function<void()> landed;
+    CopyEvent after;
     std::shared_ptr<CopyEvent::State> state;
   };
 
@@ -84,6 +94,12 @@ class CopyQueue {
         if (tasks_.empty()) return;  // stopping, nothing left
         task = std::move(tasks_.front());
         tasks_.pop_front();
+      }
+      if (absl::Status s = task.after.Wait(); !s.ok()) {
+        Fail(&task, absl::Status(s.code(),
+                                 absl::StrCat("the copy this one waited for "
+                                              "failed: ", s.message())));
+        continue;
       }
       const Clock::time_point start = Clock::now();
       for (int64_t done = 0; done < task.bytes;) {
@@ -102,17 +118,36 @@ class CopyQueue {
         std::lock_guard lock(*stats_mu_);
         *copied_bytes_ += task.bytes;
       }
+      if (task.landed) task.landed();
+      task.landed = nullptr;  // what it held goes here, not later
+      Done();
       CopyEvent::Complete(task.state.get(), absl::OkStatus());
     }
+  }
+
+  void Done() {
+    std::lock_guard lock(mu_);
+    --pending_;
+  }
+
+  void Fail(Task* task, absl::Status status) {
+    {
+      std::lock_guard lock(*stats_mu_);
+      ++*failed_;
+    }
+    task->landed = nullptr;
+    Done();
+    CopyEvent::Complete(task->state.get(), std::move(status));
   }
 
   const double bytes_per_s_;
   int64_t* const copied_bytes_;
   int64_t* const failed_;
   std::mutex* const stats_mu_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> tasks_;
+  int64_t pending_ = 0;  // queued or running
   bool stop_ = false;
   std::thread worker_;  // last: starts once the rest is built
 };
@@ -132,13 +167,18 @@ class CpuCopyEngine final : public CopyEngine {
     return pool_->Allocate(bytes);
   }
 
-  CopyEvent CopyToHost(const void* src, HostBuffer* dst) override {
+  CopyEvent CopyToHost(const void* src, HostBuffer* dst,
+                       std::function<void()> landed) override {
     return to_host_.Push(src, dst != nullptr ? dst->data() : nullptr,
-                         dst != nullptr ? dst->bytes() : 0);
+                         dst != nullptr ? dst->bytes() : 0, std::move(landed),
+                         CopyEvent());
   }
 
-  CopyEvent CopyToDevice(const HostBuffer& src, void* dst) override {
-    return to_device_.Push(src.data(), dst, src.bytes());
+  CopyEvent CopyToDevice(const HostBuffer& src, void* dst,
+                         const CopyEvent& after,
+                         std::function<void()> landed) override {
+    return to_device_.Push(src.data(), dst, src.bytes(), std::move(landed),
+                           after);
   }
 
   CopyEngineStats stats() const override {
@@ -148,6 +188,7 @@ class CpuCopyEngine final : public CopyEngine {
       s = stats_;
     }
     s.pool = pool_->stats();
+    s.pending_copies = to_host_.pending() + to_device_.pending();
     return s;
   }
 

@@ -1,0 +1,279 @@
+#include "client/offload.h"
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/ThreadLocalState.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/saved_variable_hooks.h>
+
+namespace remat {
+
+// One storage on its way to host and back.
+struct OffloadedStorage : std::enable_shared_from_this<OffloadedStorage> {
+  kernels::CopyEngine* engine = nullptr;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  int64_t nbytes = 0;
+  kernels::HostBuffer host;
+  kernels::CopyEvent out;
+  // Pins the StorageImpl object (not its memory): while this record
+  // lives, no other storage can have its address, so the address
+  // identifies it (Offloader's map).
+  std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> identity;
+
+  std::mutex mu;  // the backward may prefetch and unpack on other threads
+  bool prefetched = false;
+  kernels::CopyEvent in;
+  at::Tensor restored;      // the bytes back on the device (kByte)
+  c10::Storage resident;    // set when the storage stayed alive on device
+
+  void Prefetch() {
+    std::lock_guard lock(mu);
+    if (prefetched || resident) return;
+    restored = at::empty({nbytes}, at::TensorOptions()
+                                       .dtype(at::kByte)
+                                       .device(device));
+    // The copy holds this record (its host buffer and `restored`) until
+    // it is over, even if backward no longer needs the tensor; if it lets
+    // go last, under the prefetching thread's state (see Pack).
+    in = engine->CopyToDevice(
+        host, restored.data_ptr(), out,
+        [keep = shared_from_this(), state = at::ThreadLocalState()]() mutable {
+          at::ThreadLocalStateGuard guard(state);
+          keep.reset();
+        });
+    prefetched = true;
+  }
+
+  // The storage on the device, once its bytes are there.
+  c10::Storage Get() {
+    Prefetch();
+    kernels::CopyEvent wait_for;
+    {
+      std::lock_guard lock(mu);
+      if (resident) return resident;
+      wait_for = in;
+    }
+    const absl::Status s = wait_for.Wait();
+    TORCH_CHECK(s.ok(),
+                "remat offload: bringing a saved tensor back to the device "
+                "failed, so this backward cannot run: ",
+                s.ToString());
+    return restored.storage();
+  }
+};
+
+namespace {
+
+thread_local Offloader* t_current = nullptr;
+
+// The hooks of one saved tensor: its storage's record and how to view it.
+class OffloadHooks final : public torch::autograd::SavedVariableHooks {
+ public:
+  explicit OffloadHooks(Offloader* offloader) : offloader_(offloader) {}
+
+  void call_pack_hook(const at::Tensor& tensor) override {
+    record_ = offloader_->Pack(tensor);
+    if (record_ == nullptr) {
+      // Stays on the device. Detached: holding an output with its
+      // grad_fn here would make a reference cycle.
+      kept_ = tensor.detach();
+      return;
+    }
+    options_ = tensor.options();
+    sizes_ = tensor.sizes().vec();
+    strides_ = tensor.strides().vec();
+    offset_ = tensor.storage_offset();
+  }
+
+  at::Tensor call_unpack_hook() override {
+    if (record_ == nullptr) return kept_;
+    c10::Storage storage = record_->Get();
+    at::NoGradGuard no_grad;
+    return at::empty({0}, options_.device(storage.device()))
+        .set_(storage, offset_, sizes_, strides_);
+  }
+
+ private:
+  Offloader* offloader_;  // only during pack
+  std::shared_ptr<OffloadedStorage> record_;
+  at::Tensor kept_;
+  at::TensorOptions options_;
+  std::vector<int64_t> sizes_, strides_;
+  int64_t offset_ = 0;
+};
+
+// The base engine, with saved-variable hooks on threads inside
+// Offloader::Run.
+class OffloadEngine final : public torch::autograd::Engine {
+ public:
+  std::unique_ptr<torch::autograd::SavedVariableHooks>
+  get_default_saved_variable_hooks() override {
+    if (t_current == nullptr) return nullptr;
+    return std::make_unique<OffloadHooks>(t_current);
+  }
+};
+
+torch::autograd::Engine& OffloadEngineInstance() {
+  static OffloadEngine* engine = new OffloadEngine();  // never destroyed
+  return *engine;
+}
+
+void InstallOffloadEngine() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    torch::autograd::set_default_engine_stub(&OffloadEngineInstance);
+  });
+}
+
+struct PrefetchState : torch::CustomClassHolder {
+  std::shared_ptr<OffloadGroup> group;
+};
+
+constexpr char kPrefetchKey[] = "remat.prefetch";
+
+class PrefetchFunction : public torch::autograd::Function<PrefetchFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx,
+                            at::Tensor x,
+                            c10::intrusive_ptr<PrefetchState> state) {
+    ctx->saved_data[kPrefetchKey] = c10::IValue::make_capsule(
+        c10::intrusive_ptr<torch::CustomClassHolder>(std::move(state)));
+    return x;
+  }
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads) {
+    auto it = ctx->saved_data.find(kPrefetchKey);
+    if (it != ctx->saved_data.end()) {
+      c10::static_intrusive_pointer_cast<PrefetchState>(it->second.toCapsule())
+          ->group->Prefetch();
+    }
+    return {grads[0], at::Tensor()};
+  }
+};
+
+// Restores the thread's current offloader on scope exit.
+class CurrentScope {
+ public:
+  explicit CurrentScope(Offloader* o) : previous_(t_current) { t_current = o; }
+  ~CurrentScope() { t_current = previous_; }
+
+ private:
+  Offloader* previous_;
+};
+
+}  // namespace
+
+void OffloadGroup::Prefetch() {
+  for (const auto& s : storages_) s->Prefetch();
+  // From here the saved tensors' hooks (and each copy back, while it runs)
+  // hold the records, so each is freed with the last tensor that needs it,
+  // as autograd frees saved tensors during backward.
+  storages_.clear();
+}
+
+Offloader::Offloader(kernels::CopyEngine* engine, OffloadOptions options)
+    : engine_(engine), options_(options) {
+  TORCH_CHECK(engine_ != nullptr, "remat offload: needs a copy engine");
+  InstallOffloadEngine();
+}
+
+Offloader::~Offloader() = default;
+
+at::Tensor Offloader::Run(
+    const std::function<at::Tensor(const at::Tensor&)>& block,
+    const at::Tensor& input, const std::vector<at::Tensor>& resident,
+    std::shared_ptr<OffloadGroup>* group) {
+  group_ = std::make_shared<OffloadGroup>();
+  *group = group_;
+  stays_.clear();
+  auto stay = [&](const at::Tensor& t) {
+    if (t.defined() && t.has_storage()) {
+      stays_.insert(t.storage().unsafeGetStorageImpl());
+    }
+  };
+  stay(input);
+  for (const at::Tensor& t : resident) stay(t);
+  at::Tensor output;
+  {
+    CurrentScope scope(this);
+    output = block(input);
+  }
+  // A saved tensor that is the output itself: the next block holds it on
+  // the device anyway, so backward reads it there.
+  if (output.defined() && output.has_storage()) {
+    auto it = moved_.find(output.storage().unsafeGetStorageImpl());
+    if (it != moved_.end()) {
+      if (auto s = it->second.lock()) {
+        std::lock_guard lock(s->mu);
+        s->resident = output.storage();
+      }
+    }
+  }
+  group_ = nullptr;
+  stays_.clear();
+  return output;
+}
+
+std::shared_ptr<OffloadedStorage> Offloader::Pack(const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.layout() != at::kStrided ||
+      !tensor.has_storage() || group_ == nullptr) {
+    return nullptr;
+  }
+  const c10::Storage& storage = tensor.storage();
+  const void* key = storage.unsafeGetStorageImpl();
+  if (stays_.count(key) > 0 ||
+      static_cast<int64_t>(storage.nbytes()) < options_.min_bytes) {
+    return nullptr;
+  }
+  if (auto known = moved_[key].lock()) {  // the same storage (identity)
+    auto& mine = group_->storages_;
+    if (std::find(mine.begin(), mine.end(), known) == mine.end()) {
+      mine.push_back(known);
+    }
+    return known;
+  }
+  auto record = std::make_shared<OffloadedStorage>();
+  record->engine = engine_;
+  record->device = storage.device();
+  record->nbytes = static_cast<int64_t>(storage.nbytes());
+  record->identity = storage.getWeakStorageImpl();
+  auto host = engine_->AllocateHost(record->nbytes);
+  TORCH_CHECK(host.ok(), "remat offload: no host memory for a saved tensor of ",
+              record->nbytes, " bytes: ", host.status().ToString());
+  record->host = std::move(*host);
+  // The device memory is let go of only once its copy has landed.
+  // The copy holds the device storage and this record (its host buffer)
+  // until it lands; then the device memory is let go of, on the engine's
+  // thread but under this thread's state, so that whatever counts this
+  // thread's allocations (the CPU memory tracker) sees it go.
+  record->out = engine_->CopyToHost(
+      storage.data_ptr().get(), &record->host,
+      [hold = storage, record, state = at::ThreadLocalState()]() mutable {
+        at::ThreadLocalStateGuard guard(state);
+        hold = c10::Storage();
+      });
+  moved_[key] = record;
+  group_->storages_.push_back(record);
+  return record;
+}
+
+at::Tensor Offloader::PrefetchOnBackward(const at::Tensor& x,
+                                         std::shared_ptr<OffloadGroup> group) {
+  if (group == nullptr || !x.requires_grad()) {
+    if (group != nullptr) group->Prefetch();
+    return x;
+  }
+  auto state = c10::make_intrusive<PrefetchState>();
+  state->group = std::move(group);
+  return PrefetchFunction::apply(x, std::move(state));
+}
+
+}  // namespace remat

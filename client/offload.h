@@ -1,0 +1,102 @@
+// OFFLOAD for a block (DELTA's swapping): the tensors autograd saves while
+// the block runs go to host memory through a copy engine (kernels/) once
+// they are made, and come back before the block's backward needs them,
+// prefetched when the backward of the block above begins (the memory
+// model's one block of prefetch, plan.h).
+//
+// Mechanism: each time autograd saves a tensor, LibTorch asks the autograd
+// engine for "default saved-variable hooks" (SavedVariable,
+// torch/csrc/autograd/saved_variable_hooks.h). The first Offloader installs
+// an engine that is the base engine with that one method overridden
+// (set_default_engine_stub): its hooks act only on a thread inside
+// Offloader::Run and answer "none" everywhere else, so the rest of the
+// process saves tensors as always. Same mechanism in LibTorch 1.13 and 2.x.
+//
+// What moves: each storage once (views of it, and tensors other blocks of
+// the same step also save, share one copy), if it has at least
+// OffloadOptions::min_bytes and is neither the block's input (the previous
+// block's output, which stays on the device for that block) nor one of
+// its parameters or buffers. A saved
+// tensor that turns out to be the block's output stays usable from the
+// device (the next block holds it anyway). The values come back
+// bit-for-bit, so gradients equal those of the plain block.
+//
+// Failures: a host pool that cannot take a tensor fails the forward; a copy
+// that fails fails the backward that needed it; backward never reads a
+// buffer whose copy back has not landed.
+#ifndef REMAT_CLIENT_OFFLOAD_H_
+#define REMAT_CLIENT_OFFLOAD_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <ATen/Tensor.h>
+
+#include "kernels/copy_engine.h"
+
+namespace remat {
+
+struct OffloadOptions {
+  // Saved tensors whose storage is smaller stay on the device: moving them
+  // costs more in bookkeeping than it frees.
+  int64_t min_bytes = int64_t{64} << 10;
+};
+
+struct OffloadedStorage;
+
+// The tensors one block offloaded. Shared by its saved tensors' hooks.
+class OffloadGroup {
+ public:
+  // Starts copying every storage of the group back (those not already on
+  // their way) and lets go of them. Returns at once.
+  void Prefetch();
+
+ private:
+  friend class Offloader;
+  std::vector<std::shared_ptr<OffloadedStorage>> storages_;
+};
+
+// Offloads the blocks of one forward pass. Not thread-safe: one forward at
+// a time; the backward may run on other threads.
+class Offloader {
+ public:
+  // `engine` must outlive every tensor this offloader saved.
+  explicit Offloader(kernels::CopyEngine* engine, OffloadOptions options = {});
+  ~Offloader();
+
+  // Runs block(input) with grad mode as it is, sending what autograd saves
+  // to host, except the storages of `resident` (the block's parameters and
+  // buffers: they stay on the device whatever the plan). `group` receives
+  // the block's offloaded tensors (for PrefetchOnBackward).
+  at::Tensor Run(const std::function<at::Tensor(const at::Tensor&)>& block,
+                 const at::Tensor& input,
+                 const std::vector<at::Tensor>& resident,
+                 std::shared_ptr<OffloadGroup>* group);
+
+  // Returns `x` (the output of the block above the offloaded one), through
+  // an autograd node whose backward, which runs as the backward of that
+  // block begins, prefetches `group`.
+  static at::Tensor PrefetchOnBackward(const at::Tensor& x,
+                                       std::shared_ptr<OffloadGroup> group);
+
+  // Pack hook (on the forward's thread): the record of `tensor` under the
+  // current Run, or null when it stays on the device.
+  std::shared_ptr<OffloadedStorage> Pack(const at::Tensor& tensor);
+
+ private:
+  kernels::CopyEngine* engine_;
+  OffloadOptions options_;
+  // Of the block running now: its input's and its parameters' storages.
+  std::unordered_set<const void*> stays_;
+  std::shared_ptr<OffloadGroup> group_;  // of the block running now
+  // Every storage offloaded in this pass, so each moves once.
+  std::unordered_map<const void*, std::weak_ptr<OffloadedStorage>> moved_;
+};
+
+}  // namespace remat
+
+#endif  // REMAT_CLIENT_OFFLOAD_H_
