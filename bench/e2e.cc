@@ -87,11 +87,13 @@ std::string RunIsolated(const std::function<std::string()>& fn) {
 }
 
 
-std::unique_ptr<Planner> MakePlanner(const std::string& strategy) {
+std::unique_ptr<Planner> MakePlanner(const std::string& strategy,
+                                     double host_link_bytes_per_s) {
   if (strategy == "none" || strategy == "all" || strategy == "sqrt") {
     return std::make_unique<FixedPlanner>(strategy);
   }
   CoreOptions core;
+  core.host_link_bytes_per_s = host_link_bytes_per_s;
   if (strategy == "mimose_greedy") core.estimator_kind = "mimose";
   return std::make_unique<LocalPlanner>(core);
 }
@@ -106,7 +108,8 @@ double Percentile(std::vector<double> v, double q) {
 
 // One step record per JSON object, across the process boundary.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, batch, seq, plan,
-                                   collect, recomputed_blocks, blocks,
+                                   collect, recomputed_blocks,
+                                   offloaded_blocks, blocks,
                                    predicted_peak_bytes, measured_peak_bytes,
                                    budget_bytes, step_ms, plan_ms, loss)
 
@@ -160,7 +163,8 @@ int main(int argc, char** argv) {
     Strategy s;
     s.name = name;
     const std::string records = RunIsolated([&] {
-      std::unique_ptr<Planner> planner = MakePlanner(name);
+      std::unique_ptr<Planner> planner =
+          MakePlanner(name, options.host_link_gb_per_s * 1e9);
       TrainerOptions o = options;
       o.solver = name;
       Trainer trainer(o, planner.get());
@@ -192,7 +196,8 @@ int main(int argc, char** argv) {
     std::vector<double> ms;
     double total_ms = 0, plan_ms = 0, collect_ms = 0;
     int64_t max_peak = 0;
-    int over = 0, over_planned = 0, collect = 0, recomputed = 0;
+    int over = 0, over_planned = 0, collect = 0, recomputed = 0,
+        offloaded = 0;
     Series time_series{s.name, {}}, peak_series{s.name, {}};
     for (const StepRecord& r : s.records) {
       ms.push_back(r.step_ms);
@@ -201,6 +206,7 @@ int main(int argc, char** argv) {
       max_peak = std::max(max_peak, r.measured_peak_bytes);
       over += r.over_budget();
       recomputed += r.recomputed_blocks;
+      offloaded += r.offloaded_blocks;
       if (r.collect) {
         ++collect;
         collect_ms += r.step_ms;
@@ -230,6 +236,8 @@ int main(int argc, char** argv) {
         {"collect_ms", collect_ms},
         {"recomputed_blocks_per_step",
          static_cast<double>(recomputed) / s.records.size()},
+        {"offloaded_blocks_per_step",
+         static_cast<double>(offloaded) / s.records.size()},
         {"final_loss", s.records.back().loss},
     };
     std::printf("%s\n", line.dump().c_str());

@@ -75,8 +75,16 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<remat::Planner> planner;
   if (planner_address.empty()) {
-    planner = std::make_unique<remat::LocalPlanner>();
+    remat::CoreOptions core;
+    core.host_link_bytes_per_s = options.host_link_gb_per_s * 1e9;
+    planner = std::make_unique<remat::LocalPlanner>(core);
   } else {
+    if (options.host_link_gb_per_s > 0) {
+      std::fprintf(stderr,
+                   "--host-link-gbps plans in process: rematd does not know "
+                   "the link; drop --planner\n");
+      return 2;
+    }
     remat::RemotePlannerOptions remote;
     remote.address = planner_address;
     planner = std::make_unique<remat::RemotePlanner>(remote);

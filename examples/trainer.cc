@@ -56,6 +56,12 @@ struct Trainer::Impl {
     }
     model->to(device);
     model->train();
+    if (o.host_link_gb_per_s > 0) {
+      kernels::CopyEngineOptions engine;
+      engine.link_bytes_per_s = o.host_link_gb_per_s * 1e9;
+      copy_engine = kernels::NewCpuCopyEngine(engine);
+      model->set_copy_engine(copy_engine.get());
+    }
     PlanChooserOptions chooser;
     chooser.solver = o.solver;
     if (!o.trace_path.empty()) {
@@ -87,6 +93,9 @@ struct Trainer::Impl {
   torch::Device device;
   std::unique_ptr<MemorySource> memory;
   torch::Generator generator;
+  // Declared before the model, so destroyed after everything that saved
+  // tensors through it.
+  std::unique_ptr<kernels::CopyEngine> copy_engine;
   CheckpointedSequential model;
   std::unique_ptr<TraceRecorder> trace;
   std::unique_ptr<PlannedModel> planned;
@@ -130,7 +139,10 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
                ? choice.solver
                : PlanSourceName(choice.source);
   r.blocks = static_cast<int>(choice.actions.size());
-  for (Action a : choice.actions) r.recomputed_blocks += a == Action::kRecompute;
+  for (Action a : choice.actions) {
+    r.recomputed_blocks += a == Action::kRecompute;
+    r.offloaded_blocks += a == Action::kOffload;
+  }
   r.predicted_peak_bytes = choice.predicted_peak_bytes;
   r.measured_peak_bytes = step->measured_peak_bytes().value_or(0);
   r.loss = loss.item<double>();
@@ -190,10 +202,14 @@ std::string FormatStep(const StepRecord& r, int total_steps) {
       r.predicted_peak_bytes > 0 ? FormatBytes(r.predicted_peak_bytes) : "-";
   std::snprintf(line, sizeof line,
                 "step %4d/%d  batch %2lld seq %3lld  %-13s recompute %2d/%-2d "
-                " peak %9s pred / %9s meas / %9s budget  %7.1f ms  loss %.3f%s",
+                "%s peak %9s pred / %9s meas / %9s budget  %7.1f ms  loss %.3f%s",
                 r.step, total_steps, static_cast<long long>(r.batch),
                 static_cast<long long>(r.seq), r.plan.c_str(),
-                r.recomputed_blocks, r.blocks, predicted.c_str(),
+                r.recomputed_blocks, r.blocks,
+                r.offloaded_blocks > 0
+                    ? (" offload " + std::to_string(r.offloaded_blocks)).c_str()
+                    : "",
+                predicted.c_str(),
                 FormatBytes(r.measured_peak_bytes).c_str(),
                 FormatBytes(r.budget_bytes).c_str(), r.step_ms, r.loss,
                 r.over_budget() ? "  OVER BUDGET" : "");

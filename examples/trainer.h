@@ -36,6 +36,10 @@ struct TrainerOptions {
   uint64_t seed = 1;            // model initialisation and token data
   // The solver the planner is asked for (empty: the planner's default).
   std::string solver;
+  // An emulated host link for OFFLOAD (CPU only), GB/s per direction: the
+  // model gets a CPU copy engine held to that bandwidth. 0: no engine, a
+  // plan that offloads is refused.
+  double host_link_gb_per_s = 0;
   // When set, collected samples are written to this trace CSV, replacing
   // it (the format bench:estimator_accuracy --trace replays).
   std::string trace_path;
@@ -49,6 +53,7 @@ struct StepRecord {
   std::string plan;  // "collect", the solver's name, "safe", "last_good"
   bool collect = false;
   int recomputed_blocks = 0;
+  int offloaded_blocks = 0;
   int blocks = 0;
   int64_t predicted_peak_bytes = 0;  // 0 when the plan has no prediction
   int64_t measured_peak_bytes = 0;

@@ -32,6 +32,12 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
       ->check(CLI::Range(4.0, 8192.0))->capture_default_str();
   app->add_option("--seed", o->seed, "seed for model, data and lengths")
       ->capture_default_str();
+  app->add_option("--host-link-gbps", o->host_link_gb_per_s,
+                  "OFFLOAD over an emulated host link of this many GB/s "
+                  "(gigabytes per second) each way (CPU only: a copy engine "
+                  "held to that speed; the in-process planner plans with "
+                  "it); 0: no link, nothing is offloaded")
+      ->check(CLI::Range(0.0, 1e4))->capture_default_str();
 }
 
 std::string FinishTrainerFlags(TrainerOptions* o) {
@@ -45,6 +51,10 @@ std::string FinishTrainerFlags(TrainerOptions* o) {
     return "--width (" + std::to_string(o->model.width) +
            ") must be a multiple of --heads (" +
            std::to_string(o->model.heads) + ")";
+  }
+  if (o->host_link_gb_per_s > 0 && d != "cpu") {
+    return "--host-link-gbps emulates a link on the CPU; with --device " + d +
+           " it would need the CUDA copy engine, which this build lacks";
   }
   o->workload.seed = o->seed;
   o->workload.min_seq = std::min(o->workload.min_seq, o->workload.max_seq);

@@ -212,6 +212,10 @@ struct PlannerCore::Impl {
         std::ceil(options.margin_fraction * r.budget_bytes));
     e.problem =
         MakePlanProblem(*m.spec, *prediction, r.budget_bytes, margin_bytes);
+    if (options.host_link_bytes_per_s > 0) {
+      e.problem.d2h_bytes_per_s = options.host_link_bytes_per_s;
+      e.problem.h2d_bytes_per_s = options.host_link_bytes_per_s;
+    }
     return e;
   }
 

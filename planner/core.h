@@ -47,6 +47,11 @@ struct CoreOptions {
   // deadline (PlanRequest::deadline) shortens it further.
   int64_t solve_max_nodes = int64_t{1} << 30;
   double solve_time_limit_ms = 0;
+  // The host link's bandwidth in each direction, bytes per second, for
+  // every problem planned (PlanProblem::d2h/h2d_bytes_per_s): with it,
+  // solvers that can offload (delta) weigh OFFLOAD against RECOMPUTE.
+  // 0: no link; nothing is offloaded.
+  double host_link_bytes_per_s = 0;
   // Limits (RESOURCE_EXHAUSTED beyond them).
   int max_models = 256;
   int max_samples_per_model = 100000;

@@ -1,5 +1,6 @@
 #include "planner/core.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -222,6 +223,27 @@ TEST_CASE("with samples it plans within budget and caches the bucket") {
   auto refit = core.GetPlan({"enc", {4, 297}, budget});
   REQUIRE(refit.ok());
   CHECK_FALSE(refit->from_cache);
+}
+
+TEST_CASE("with a host link, a solver that can swap offloads") {
+  const ModelSpec spec = Spec();
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 9 / 10;
+  auto offloaded = [&](double link_bytes_per_s) {
+    CoreOptions options;
+    options.host_link_bytes_per_s = link_bytes_per_s;
+    PlannerCore core(options);
+    REQUIRE(core.RegisterModel(spec).ok());
+    REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+    auto r = core.GetPlan({"enc", {4, 300}, budget, "delta"});
+    INFO("link " << link_bytes_per_s);
+    REQUIRE(r.ok());
+    REQUIRE_FALSE(r->collect);
+    CHECK(r->plan->feasible);
+    return std::count(r->plan->actions.begin(), r->plan->actions.end(),
+                      Action::kOffload);
+  };
+  CHECK(offloaded(0) == 0);     // no link: nothing can leave the device
+  CHECK(offloaded(1e15) > 0);   // a link that hides every copy: swap
 }
 
 TEST_CASE("GetPlanIfCached answers hits and bad requests, nothing else") {

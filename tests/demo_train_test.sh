@@ -60,6 +60,32 @@ rc=$?
 [ "$rc" -eq 2 ] && grep -qE "cpu only|no GPU visible" "$dir/device.out" ||
   fail "--device cuda here: exit $rc, $(head -c 300 "$dir/device.out")"
 
+# OFFLOAD end to end, in process: delta with an emulated 4 GB/s host link
+# swaps some blocks of the long batches; every step that offloaded stayed
+# near what the memory model predicted for it (the runtime frees what the
+# model says it frees; within 10%: on two busy cores the copy thread can
+# lag the link's pace, and memory goes only when its copy lands), and the
+# loss is a number.
+"$train" --steps 40 --depth 3 --width 64 --heads 2 --ffn 128 --max-seq 256 \
+  --median-seq 90 --budget-fraction 0.45 --seed 3 --threads 1 \
+  --solver delta --host-link-gbps 4 >"$dir/offload.out" 2>&1
+grep -qE "^step .* offload [1-9]" "$dir/offload.out" ||
+  fail "no step offloaded: $(tail -5 "$dir/offload.out")"
+awk '
+  function bytes(v, unit) {
+    return v * (unit == "GiB" ? 2^30 : unit == "MiB" ? 2^20 : unit == "KiB" ? 2^10 : 1)
+  }
+  / offload [1-9]/ {
+    for (i = 1; i <= NF; ++i) if ($i == "peak") { p = bytes($(i+1), $(i+2)); m = bytes($(i+5), $(i+6)) }
+    if (m > 1.1 * p) { print "offloaded step above its prediction: " $0; bad = 1 }
+  }
+  END { exit bad }' "$dir/offload.out" || fail "an offloaded step exceeded its prediction by over 10%"
+grep -qE "^loss: [0-9.]+ .* -> [0-9.]+ " "$dir/offload.out" ||
+  fail "offload run: no loss summary"
+"$train" --planner "$address" --host-link-gbps 4 --steps 1 >"$dir/link.out" 2>&1
+[ $? -eq 2 ] && grep -q "rematd does not know the link" "$dir/link.out" ||
+  fail "--host-link-gbps with --planner: $(head -c 300 "$dir/link.out")"
+
 kill -TERM "$daemon"
 wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
 trap 'rm -rf "$dir"' EXIT
