@@ -111,6 +111,35 @@ void RequireSame(const Result& a, const Result& b) {
   REQUIRE(torch::equal(a.rng_after, b.rng_after));
 }
 
+// RunStep under CPU autocast (bfloat16) for the forward.
+Result RunAutocastStep(CheckpointedSequential& model,
+                       const std::vector<Action>& plan) {
+  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  torch::manual_seed(99);
+  torch::Tensor x = torch::randn({5, 8}).requires_grad_(true);
+  torch::manual_seed(5);
+  torch::Tensor out;
+  {
+    torch_compat::SetAutocastCpuEnabled(true);
+    torch_compat::SetAutocastCpuDtype(at::kBFloat16);
+    out = model->forward(x, plan);
+    torch_compat::SetAutocastCpuEnabled(false);
+    at::autocast::clear_cache();
+  }
+  REQUIRE(out.scalar_type() == at::kBFloat16);
+  torch::Tensor loss = out.to(at::kFloat).pow(2).mean();
+  loss.backward();
+  Result r;
+  r.loss = loss.detach();
+  r.input_grad = x.grad().clone();
+  for (const auto& item : model->named_parameters()) {
+    REQUIRE(item.value().grad().defined());
+    r.grads[item.key()] = item.value().grad().clone();
+  }
+  r.rng_after = torch::rand({2});
+  return r;
+}
+
 TEST_CASE("checkpointed steps equal the plain model bit for bit",
           "[checkpoint]") {
   CheckpointedSequential model = MakeModel();
@@ -162,30 +191,7 @@ TEST_CASE("autocast state is carried into the recompute", "[checkpoint]") {
   // autocast region, so it must restore the state itself.
   CheckpointedSequential model = MakeModel();
   auto run = [&](const std::vector<Action>& plan) {
-    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
-    torch::manual_seed(99);
-    torch::Tensor x = torch::randn({5, 8}).requires_grad_(true);
-    torch::manual_seed(5);
-    torch::Tensor out;
-    {
-      torch_compat::SetAutocastCpuEnabled(true);
-      torch_compat::SetAutocastCpuDtype(at::kBFloat16);
-      out = model->forward(x, plan);
-      torch_compat::SetAutocastCpuEnabled(false);
-      at::autocast::clear_cache();
-    }
-    REQUIRE(out.scalar_type() == at::kBFloat16);
-    torch::Tensor loss = out.to(at::kFloat).pow(2).mean();
-    loss.backward();
-    Result r;
-    r.loss = loss.detach();
-    r.input_grad = x.grad().clone();
-    for (const auto& item : model->named_parameters()) {
-      REQUIRE(item.value().grad().defined());
-      r.grads[item.key()] = item.value().grad().clone();
-    }
-    r.rng_after = torch::rand({2});
-    return r;
+    return RunAutocastStep(model, plan);
   };
   const Result reference = run({K, K, K, K, K});
   RequireSame(reference, run({K, R, R, R, R}));
@@ -307,25 +313,7 @@ TEST_CASE("offload under autocast, twice, and with grad off", "[offload]") {
   CheckpointedSequential model = MakeModel();
   auto engine = AttachEngine(model);
   auto run = [&](const std::vector<Action>& plan) {
-    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
-    torch::manual_seed(99);
-    torch::Tensor x = torch::randn({5, 8}).requires_grad_(true);
-    torch::manual_seed(5);
-    torch_compat::SetAutocastCpuEnabled(true);
-    torch_compat::SetAutocastCpuDtype(at::kBFloat16);
-    torch::Tensor out = model->forward(x, plan);
-    torch_compat::SetAutocastCpuEnabled(false);
-    at::autocast::clear_cache();
-    torch::Tensor loss = out.to(at::kFloat).pow(2).mean();
-    loss.backward();
-    Result r;
-    r.loss = loss.detach();
-    r.input_grad = x.grad().clone();
-    for (const auto& item : model->named_parameters()) {
-      r.grads[item.key()] = item.value().grad().clone();
-    }
-    r.rng_after = torch::rand({2});
-    return r;
+    return RunAutocastStep(model, plan);
   };
   const Result reference = run({K, K, K, K, K});
   RequireSame(reference, run({K, O, O, O, O}));
