@@ -119,8 +119,13 @@ struct UnaryMethod {
 // One call of a unary method, from accepting it to its answer being sent.
 // Two tags complete for an accepted call, in either order and perhaps on
 // different I/O threads: its answer's (the call itself) and gRPC's "done"
-// (done_tag_: the call has ended, answered or cancelled). The call is
-// deleted after both; a failed accept gets neither and is deleted at once.
+// (done_tag_: the call has ended, answered or cancelled). The thread that
+// answers (a worker, or the I/O thread for an inline answer) holds a third
+// reference until it has returned from sending the answer, which the
+// answer's tag may already have completed on another thread: the call is
+// deleted after all three, in an order the atomic count makes visible
+// (gRPC's own synchronisation is not, to ThreadSanitizer). A failed accept
+// gets none and is deleted at once.
 template <typename Request, typename Response>
 class UnaryCall final : public CompletionTag {
  public:
@@ -153,26 +158,13 @@ class UnaryCall final : public CompletionTag {
       if (auto status =
               method_->answer_inline(&context_, request_, &response_)) {
         Answer(*status);
+        Release();  // this thread is done with the call
         return;
       }
     }
     method_->workers->Post([this] {
-      // A call whose caller has gone (cancelled, or past its deadline)
-      // while it queued is not run: nobody would read its answer.
-      if (cancelled_.load()) {
-        AnswerWithoutHandler(
-            grpc::Status(grpc::StatusCode::CANCELLED,
-                         "the caller had gone before the call began"));
-        return;
-      }
-      if (method_->queue->draining()) {
-        AnswerWithoutHandler(grpc::Status(
-            grpc::StatusCode::UNAVAILABLE,
-            "rematd is shutting down; retry (a restarted rematd recovers "
-            "its state from its log)"));
-        return;
-      }
-      Answer(method_->handler(&context_, request_, &response_));
+      AnswerOnWorker();
+      Release();  // this thread is done with the call
     });
   }
 
@@ -193,6 +185,25 @@ class UnaryCall final : public CompletionTag {
   // One of the two tags of an accepted call is through.
   void Release() {
     if (pending_.fetch_sub(1) == 1) delete this;
+  }
+
+  void AnswerOnWorker() {
+    // A call whose caller has gone (cancelled, or past its deadline) while
+    // it queued is not run: nobody would read its answer.
+    if (cancelled_.load()) {
+      AnswerWithoutHandler(
+          grpc::Status(grpc::StatusCode::CANCELLED,
+                       "the caller had gone before the call began"));
+      return;
+    }
+    if (method_->queue->draining()) {
+      AnswerWithoutHandler(grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          "rematd is shutting down; retry (a restarted rematd recovers "
+          "its state from its log)"));
+      return;
+    }
+    Answer(method_->handler(&context_, request_, &response_));
   }
 
   void AnswerWithoutHandler(const grpc::Status& status) {
@@ -221,7 +232,8 @@ class UnaryCall final : public CompletionTag {
   DoneTag done_tag_;
   bool answering_ = false;
   std::atomic<bool> cancelled_{false};
-  std::atomic<int> pending_{2};  // the answer's tag and done_tag_
+  // The answer's tag, done_tag_ and the answering thread.
+  std::atomic<int> pending_{3};
 };
 
 // Starts serving a unary method on `queue`: `request_method` is the
