@@ -1,6 +1,40 @@
 #include "kernels/copy_engine.h"
 
+#include <utility>
+
 namespace remat::kernels {
+
+CopyEvent::CopyEvent(const CopyEvent& other) : state_(other.state_) {
+  if (state_ != nullptr) state_->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+CopyEvent& CopyEvent::operator=(const CopyEvent& other) {
+  CopyEvent copy(other);
+  std::swap(state_, copy.state_);
+  return *this;
+}
+
+CopyEvent::CopyEvent(CopyEvent&& other) noexcept
+    : state_(std::exchange(other.state_, nullptr)) {}
+
+CopyEvent& CopyEvent::operator=(CopyEvent&& other) noexcept {
+  CopyEvent moved(std::move(other));
+  std::swap(state_, moved.state_);
+  return *this;
+}
+
+CopyEvent::~CopyEvent() {
+  if (state_ != nullptr &&
+      state_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete state_;
+  }
+}
+
+CopyEvent CopyEvent::Pending() {
+  CopyEvent event;
+  event.state_ = new State();
+  return event;
+}
 
 bool CopyEvent::done() const {
   if (state_ == nullptr) return true;
@@ -15,13 +49,13 @@ absl::Status CopyEvent::Wait() const {
   return state_->status;
 }
 
-void CopyEvent::Complete(State* state, absl::Status status) {
+void CopyEvent::Complete(absl::Status status) const {
   {
-    std::lock_guard lock(state->mu);
-    state->done = true;
-    state->status = std::move(status);
+    std::lock_guard lock(state_->mu);
+    state_->done = true;
+    state_->status = std::move(status);
   }
-  state->cv.notify_all();
+  state_->cv.notify_all();
 }
 
 }  // namespace remat::kernels

@@ -13,6 +13,7 @@
 #ifndef REMAT_KERNELS_COPY_ENGINE_H_
 #define REMAT_KERNELS_COPY_ENGINE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -29,23 +30,33 @@ namespace remat::kernels {
 class CopyEvent {
  public:
   CopyEvent() = default;
+  CopyEvent(const CopyEvent& other);
+  CopyEvent& operator=(const CopyEvent& other);
+  CopyEvent(CopyEvent&& other) noexcept;
+  CopyEvent& operator=(CopyEvent&& other) noexcept;
+  ~CopyEvent();
+
   // Whether the copy has finished (successfully or not).
   bool done() const;
   // Blocks until the copy has finished; its status.
   absl::Status Wait() const;
 
-  // For implementations: a pending event and how to complete it.
+  // For implementations: a pending event, and completing it (once).
+  static CopyEvent Pending();
+  void Complete(absl::Status status) const;
+
+ private:
+  // Shared by the copies of an event. Counted by hand with acquire/release
+  // atomics rather than by std::shared_ptr, whose last release on another
+  // thread ThreadSanitizer cannot follow in this libstdc++.
   struct State {
+    std::atomic<int> refs{1};
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
     absl::Status status;
   };
-  explicit CopyEvent(std::shared_ptr<State> state) : state_(std::move(state)) {}
-  static void Complete(State* state, absl::Status status);
-
- private:
-  std::shared_ptr<State> state_;
+  State* state_ = nullptr;
 };
 
 struct CopyEngineOptions {

@@ -51,28 +51,27 @@ class CopyQueue {
 
   CopyEvent Push(const void* src, void* dst, int64_t bytes,
                  std::function<void()> landed, CopyEvent after) {
-    auto state = std::make_shared<CopyEvent::State>();
+    CopyEvent event = CopyEvent::Pending();
     if (src == nullptr || dst == nullptr || bytes < 0) {
       {
         std::lock_guard lock(*stats_mu_);
         ++*failed_;
       }
-      CopyEvent::Complete(
-          state.get(),
+      event.Complete(
           absl::InvalidArgumentError(absl::StrCat(
               "copy of ", bytes, " bytes", src == nullptr ? " (no source)" : "",
               dst == nullptr ? " (no destination)" : "",
               ": needs a source, a destination and bytes >= 0")));
-      return CopyEvent(state);
+      return event;
     }
     {
       std::lock_guard lock(mu_);
       tasks_.push_back({static_cast<const char*>(src), static_cast<char*>(dst),
-                        bytes, std::move(landed), std::move(after), state});
+                        bytes, std::move(landed), std::move(after), event});
       ++pending_;
     }
     cv_.notify_one();
-    return CopyEvent(state);
+    return event;
   }
 
  private:
@@ -82,7 +81,7 @@ class CopyQueue {
     int64_t bytes;
     std::function<void()> landed;
     CopyEvent after;
-    std::shared_ptr<CopyEvent::State> state;
+    CopyEvent done;  // completed when the copy is over
   };
 
   void Run() {
@@ -121,7 +120,7 @@ class CopyQueue {
       if (task.landed) task.landed();
       task.landed = nullptr;  // what it held goes here, not later
       Done();
-      CopyEvent::Complete(task.state.get(), absl::OkStatus());
+      task.done.Complete(absl::OkStatus());
     }
   }
 
@@ -137,7 +136,7 @@ class CopyQueue {
     }
     task->landed = nullptr;
     Done();
-    CopyEvent::Complete(task->state.get(), std::move(status));
+    task->done.Complete(std::move(status));
   }
 
   const double bytes_per_s_;
