@@ -36,8 +36,9 @@ JOBS=${REMAT_GPU_JOBS:-$(nproc)}
 # link (the sources of //client:runtime and its dependencies).
 RUNTIME_SRCS=(collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
   collector/block_sampler.cc collector/trace_recorder.cc
-  client/checkpoint.cc client/plan_chooser.cc client/planner.cc
-  client/runtime.cc
+  client/checkpoint.cc client/offload.cc client/plan_chooser.cc
+  client/planner.cc client/runtime.cc
+  kernels/copy_engine.cc kernels/cpu_copy_engine.cc kernels/host_pool.cc
   planner/core.cc planner/estimator.cc planner/exact_solver.cc
   planner/internal/least_squares.cc planner/internal/monomials.cc
   planner/model.cc planner/plan.cc planner/plan_cache.cc planner/solver.cc
