@@ -179,6 +179,7 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
     request.features = features;
     request.budget_bytes = budget_bytes;
     request.solver = options_.solver;
+    request.offload = options_.offload;
     result = planner_->GetPlan(request);
   }
 

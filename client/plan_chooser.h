@@ -55,8 +55,10 @@ struct PlanChooserOptions {
   double default_granularity = 1;
   // Passed to the planner; empty means the planner's default solver.
   std::string solver;
-  // The runtime can run OFFLOAD (it has a copy engine); otherwise a plan
-  // that offloads is refused like any plan the runtime cannot run.
+  // The runtime can run OFFLOAD (it has a copy engine). Otherwise the
+  // planner is asked for plans without it (PlanRequest::offload), and a
+  // plan that offloads anyway is refused like any plan the runtime cannot
+  // run.
   bool offload = false;
 };
 

@@ -71,6 +71,7 @@ ProtoRequest PlanRequestToProto(const ModelSpec& spec,
   FeaturesToMap(spec, request.features, proto.mutable_features());
   proto.set_budget_bytes(request.budget_bytes);
   proto.set_solver(request.solver);
+  proto.set_no_offload(!request.offload);
   return proto;
 }
 

@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include <ATen/Functions.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
@@ -197,6 +198,7 @@ torch::Tensor PlannedModel::Step::forward(const torch::Tensor& input) {
   TORCH_CHECK(!finished_, "PlannedModel::Step: forward after Finish");
   began_ = true;
   start_ = std::chrono::steady_clock::now();
+  input_options_ = input.options();
   CheckpointedSequential& model = owner_->model_;
   MemorySource* memory = owner_->options_.memory();
   if (memory != nullptr) {
@@ -249,6 +251,7 @@ absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {
   // the budget (Outcome::measured_peak_bytes is then a lower bound).
   if (oom) peak_bytes_ = std::max(peak_bytes_.value_or(0), budget_bytes_);
   attachment_.reset();
+  if (sample_) MeasureLink(&*sample_);
   if ((!choice_.collect() || oom) && owner_->options_.report_outcomes() &&
       peak_bytes_.has_value()) {
     Outcome o;
@@ -262,6 +265,21 @@ absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {
     *outcome = std::move(o);
   }
   return status;
+}
+
+void PlannedModel::Step::MeasureLink(Sample* sample) const {
+  kernels::CopyEngine* engine = owner_->model_->copy_engine();
+  const int64_t bytes = owner_->options_.link_probe_bytes();
+  if (engine == nullptr || bytes <= 0) return;
+  const at::Tensor probe =
+      at::zeros({bytes}, input_options_.dtype(at::kByte).requires_grad(false));
+  auto link = kernels::MeasureLink(engine, probe.data_ptr(), bytes);
+  // A link that could not be measured (a full host pool) leaves the
+  // sample without it; the sample itself is still good.
+  if (!link.ok()) return;
+  // A copy too fast for the clock would read beyond the planner's range.
+  sample->d2h_bytes_per_s = std::min(link->d2h_bytes_per_s, kMaxLinkBytesPerS);
+  sample->h2d_bytes_per_s = std::min(link->h2d_bytes_per_s, kMaxLinkBytesPerS);
 }
 
 absl::Status PlannedModel::Step::Finish() {

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/TensorOptions.h>
 #include <torch/arg.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
@@ -149,6 +150,11 @@ struct PlannedModelOptions {
   TORCH_ARG(PlanChooserOptions, chooser) = {};
   // Report each planned step's measured peak and time (calibration).
   TORCH_ARG(bool, report_outcomes) = true;
+  // With a copy engine (CheckpointedSequentialImpl::set_copy_engine), each
+  // COLLECT step's sample also carries the host link's bandwidth: one
+  // timed copy of this many bytes each way, after the step's backward (so
+  // the step's own times are unaffected), on the input's device. 0: none.
+  TORCH_ARG(int64_t, link_probe_bytes) = int64_t{16} << 20;
 };
 
 class PlannedModel {
@@ -192,6 +198,8 @@ class PlannedModel {
     // Stops measuring and builds what the step reports (its sample, or
     // its outcome in `outcome`); no planner call.
     absl::Status Measure(std::optional<Outcome>* outcome);
+    // Adds the host link's bandwidth to a COLLECT step's sample.
+    void MeasureLink(Sample* sample) const;
 
     PlannedModel* owner_;
     Features features_;
@@ -208,6 +216,7 @@ class PlannedModel {
     std::chrono::steady_clock::time_point start_;
     std::optional<Sample> sample_;
     std::optional<int64_t> peak_bytes_;
+    torch::TensorOptions input_options_;  // where the link probe lives
   };
 
   std::unique_ptr<Step> BeginStep(const Features& features,

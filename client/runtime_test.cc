@@ -443,6 +443,7 @@ class FakePlanner final : public Planner {
     return absl::OkStatus();
   }
   absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request) override {
+    requests.push_back(request);
     if (!fail.ok()) return fail;
     PlanResult result;
     result.bucket = {static_cast<int64_t>(request.features[0])};
@@ -473,6 +474,7 @@ class FakePlanner final : public Planner {
   int samples_needed = 1;
   std::vector<Action> actions = {K, K, R, K, K};
   absl::Status fail;
+  std::vector<PlanRequest> requests;
   std::vector<Sample> samples;
   std::vector<Outcome> outcomes;
 
@@ -505,6 +507,10 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   for (const BlockMeasurement& m : s.blocks) CHECK(m.act_bytes > 0);
   CHECK(*s.peak_bytes > *s.base_bytes);
   CHECK(planner.outcomes.empty());  // collect steps report samples
+  // No copy engine: no link measured, and no plan may offload.
+  CHECK_FALSE(s.d2h_bytes_per_s.has_value());
+  CHECK_FALSE(s.h2d_bytes_per_s.has_value());
+  CHECK_FALSE(planner.requests.back().offload);
 
   auto planned_step = planned.BeginStep({6}, 1 << 30);
   REQUIRE(planned_step->choice().source == PlanSource::kPlanner);
@@ -531,6 +537,48 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   REQUIRE(planner.outcomes.size() == 3);
   CHECK(planner.outcomes[1].plan_source == PlanSource::kLocalCache);
   CHECK(planner.outcomes[2].plan_source == PlanSource::kSafe);
+}
+
+TEST_CASE("a collect step with a copy engine measures the host link",
+          "[runtime][offload]") {
+  FakePlanner planner;
+  CpuMemoryTracker tracker;
+  CheckpointedSequential model = MakeModel();
+  kernels::CopyEngineOptions emulated;
+  emulated.link_bytes_per_s = 2e9;
+  auto engine = kernels::NewCpuCopyEngine(emulated);
+  model->set_copy_engine(engine.get());
+  PlannedModel planned(model, &planner,
+                       PlannedModelOptions().memory(&tracker).link_probe_bytes(
+                           int64_t{4} << 20));
+  auto step = planned.BeginStep({6}, 1 << 30);
+  REQUIRE(step->choice().collect());
+  CHECK(planner.requests.back().offload);
+  step->forward(torch::randn({6, 8}, torch::requires_grad())).sum().backward();
+  REQUIRE(step->Finish().ok());
+  REQUIRE(planner.samples.size() == 1);
+  const Sample& s = planner.samples[0];
+  REQUIRE(s.d2h_bytes_per_s.has_value());
+  REQUIRE(s.h2d_bytes_per_s.has_value());
+  INFO("d2h " << *s.d2h_bytes_per_s << ", h2d " << *s.h2d_bytes_per_s);
+  for (double measured : {*s.d2h_bytes_per_s, *s.h2d_bytes_per_s}) {
+    CHECK(measured <= 2e9 * 1.02);
+    CHECK(measured >= 2e9 * 0.5);
+  }
+  // The probe ran after the step: the step's own measurements ignore it.
+  CHECK(*s.peak_bytes < *s.base_bytes + (int64_t{4} << 20));
+  CHECK(engine->stats().bytes_to_host == int64_t{4} << 20);
+
+  // Turned off: no probe.
+  FakePlanner quiet;
+  PlannedModel unprobed(model, &quiet,
+                        PlannedModelOptions().memory(&tracker).link_probe_bytes(
+                            0));
+  auto again = unprobed.BeginStep({6}, 1 << 30);
+  again->forward(torch::randn({6, 8}, torch::requires_grad())).sum().backward();
+  REQUIRE(again->Finish().ok());
+  REQUIRE(quiet.samples.size() == 1);
+  CHECK_FALSE(quiet.samples[0].d2h_bytes_per_s.has_value());
 }
 
 TEST_CASE("an out-of-memory step reports it, also when it unwinds",

@@ -1,6 +1,10 @@
 #include "kernels/copy_engine.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace remat::kernels {
 
@@ -56,6 +60,29 @@ void CopyEvent::Complete(absl::Status status) const {
     state_->status = std::move(status);
   }
   state_->cv.notify_all();
+}
+
+absl::StatusOr<LinkBandwidth> MeasureLink(CopyEngine* engine, void* device,
+                                          int64_t bytes) {
+  if (bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MeasureLink: bytes is ", bytes, "; it must be > 0"));
+  }
+  absl::StatusOr<HostBuffer> host = engine->AllocateHost(bytes);
+  if (!host.ok()) return host.status();
+  using Clock = std::chrono::steady_clock;
+  auto rate = [bytes](Clock::duration d) {
+    const double s = std::max(std::chrono::duration<double>(d).count(), 1e-9);
+    return static_cast<double>(bytes) / s;
+  };
+  LinkBandwidth link;
+  const Clock::time_point t0 = Clock::now();
+  if (auto s = engine->CopyToHost(device, &*host).Wait(); !s.ok()) return s;
+  const Clock::time_point t1 = Clock::now();
+  if (auto s = engine->CopyToDevice(*host, device).Wait(); !s.ok()) return s;
+  link.d2h_bytes_per_s = rate(t1 - t0);
+  link.h2d_bytes_per_s = rate(Clock::now() - t1);
+  return link;
 }
 
 }  // namespace remat::kernels

@@ -104,6 +104,22 @@ class CopyEngine {
   virtual CopyEngineStats stats() const = 0;
 };
 
+// The host link's bandwidth as one engine moves data, bytes per second.
+struct LinkBandwidth {
+  double d2h_bytes_per_s = 0;
+  double h2d_bytes_per_s = 0;
+};
+
+// Times one copy of `bytes` (> 0) from device memory `device` to a host
+// buffer of the engine's pool, then one back into `device` (its contents
+// come back unchanged), each from its queueing to its event: what an
+// offloaded tensor sees, queue latency included. Copies already queued
+// count against it, so measure with the engine idle (after a step).
+// Errors: the pool cannot hold `bytes`, or a copy failed. A copy shorter
+// than the clock resolves counts as one nanosecond.
+absl::StatusOr<LinkBandwidth> MeasureLink(CopyEngine* engine, void* device,
+                                          int64_t bytes);
+
 // The CPU reference engine.
 std::unique_ptr<CopyEngine> NewCpuCopyEngine(
     const CopyEngineOptions& options = {});

@@ -188,5 +188,35 @@ TEST_CASE("an engine destroyed with copies queued finishes them first") {
   }
 }
 
+TEST_CASE("MeasureLink reads the emulated link's speed each way") {
+  for (double gbps : {0.5, 2.0}) {
+    CopyEngineOptions options;
+    options.link_bytes_per_s = gbps * 1e9;
+    auto engine = NewCpuCopyEngine(options);
+    std::vector<unsigned char> device = RandomBytes(size_t{8} << 20, 9);
+    const std::vector<unsigned char> before = device;
+    auto link = MeasureLink(engine.get(), device.data(), int64_t{8} << 20);
+    REQUIRE(link.ok());
+    INFO(gbps << " GB/s: d2h " << link->d2h_bytes_per_s << ", h2d "
+              << link->h2d_bytes_per_s);
+    // The cap is a floor on each copy's time; queueing and scheduling only
+    // add to it.
+    for (double measured : {link->d2h_bytes_per_s, link->h2d_bytes_per_s}) {
+      CHECK(measured <= gbps * 1e9 * 1.02);
+      CHECK(measured >= gbps * 1e9 * 0.5);
+    }
+    CHECK(device == before);
+  }
+  auto engine = NewCpuCopyEngine();
+  unsigned char byte = 0;
+  CHECK(absl::IsInvalidArgument(MeasureLink(engine.get(), &byte, 0).status()));
+  CopyEngineOptions tiny;
+  tiny.pool.limit_bytes = 1 << 20;
+  tiny.pool.chunk_bytes = 1 << 20;
+  auto small = NewCpuCopyEngine(tiny);
+  std::vector<unsigned char> big(size_t{4} << 20);
+  CHECK_FALSE(MeasureLink(small.get(), big.data(), int64_t{4} << 20).ok());
+}
+
 }  // namespace
 }  // namespace remat::kernels

@@ -168,7 +168,7 @@ struct PlannerCore::Impl {
     out.solver = it->second.get();
     out.key = PlanKey{r.model,
                       BucketFeatures(r.features, out.model->granularity),
-                      r.budget_bytes, out.solver_name};
+                      r.budget_bytes, out.solver_name, r.offload};
     return out;
   }
 
@@ -216,6 +216,7 @@ struct PlannerCore::Impl {
       e.problem.d2h_bytes_per_s = options.host_link_bytes_per_s;
       e.problem.h2d_bytes_per_s = options.host_link_bytes_per_s;
     }
+    if (!r.offload) e.problem.d2h_bytes_per_s = e.problem.h2d_bytes_per_s = 0;
     return e;
   }
 

@@ -48,9 +48,10 @@ struct CoreOptions {
   int64_t solve_max_nodes = int64_t{1} << 30;
   double solve_time_limit_ms = 0;
   // The host link's bandwidth in each direction, bytes per second, for
-  // every problem planned (PlanProblem::d2h/h2d_bytes_per_s): with it,
+  // every problem planned (PlanProblem::d2h/h2d_bytes_per_s): with a link,
   // solvers that can offload (delta) weigh OFFLOAD against RECOMPUTE.
-  // 0: no link; nothing is offloaded.
+  // 0: each model's own measurement (the median of what its samples
+  // measured, Prediction::d2h_bytes_per_s), or no link while none did.
   double host_link_bytes_per_s = 0;
   // Limits (RESOURCE_EXHAUSTED beyond them).
   int max_models = 256;
@@ -62,6 +63,9 @@ struct PlanRequest {
   Features features;
   int64_t budget_bytes = 0;
   std::string solver;  // empty: CoreOptions::default_solver
+  // False: no plan offloads (the caller has no copy engine), whatever link
+  // the model measured or the options set.
+  bool offload = true;
   // When the caller stops waiting (none: it waits). A miss whose deadline
   // has passed is not solved (DEADLINE_EXCEEDED), and a solve stops by it.
   std::optional<std::chrono::steady_clock::time_point> deadline;

@@ -246,6 +246,37 @@ TEST_CASE("with a host link, a solver that can swap offloads") {
   CHECK(offloaded(1e15) > 0);   // a link that hides every copy: swap
 }
 
+TEST_CASE("the link a model's samples measured is what its plans weigh") {
+  const ModelSpec spec = Spec();
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 9 / 10;
+  PlannerCore core;
+  REQUIRE(core.RegisterModel(spec).ok());
+  std::vector<Sample> samples = Grid(spec);
+  REQUIRE(core.AddSamples("enc", samples).ok());
+  auto count_offloads = [&](bool offload) {
+    PlanRequest request{"enc", {4, 300}, budget, "delta"};
+    request.offload = offload;
+    auto r = core.GetPlan(request);
+    REQUIRE(r.ok());
+    REQUIRE_FALSE(r->collect);
+    CHECK(r->plan->feasible);
+    return std::count(r->plan->actions.begin(), r->plan->actions.end(),
+                      Action::kOffload);
+  };
+  CHECK(count_offloads(true) == 0);  // nothing measured a link yet
+  // Samples that measured a fast link (one slow outlier among them).
+  for (size_t i = 0; i < samples.size(); ++i) {
+    samples[i].d2h_bytes_per_s = i == 0 ? 1e3 : 1e15;
+    samples[i].h2d_bytes_per_s = 1e15;
+  }
+  REQUIRE(core.AddSamples("enc", samples).ok());
+  CHECK(count_offloads(true) > 0);
+  // A caller without a copy engine, same bucket: its own plan, not the
+  // cached one that offloads.
+  CHECK(count_offloads(false) == 0);
+  CHECK(count_offloads(true) > 0);
+}
+
 TEST_CASE("GetPlanIfCached answers hits and bad requests, nothing else") {
   PlannerCore core;
   const ModelSpec spec = Spec();

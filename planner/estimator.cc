@@ -253,6 +253,8 @@ class FittedEstimator final : public Estimator {
       }
     }
     p.base_bytes = Evaluate(base_model_, basis);
+    p.d2h_bytes_per_s = d2h_bytes_per_s_;
+    p.h2d_bytes_per_s = h2d_bytes_per_s_;
     double footprint_bytes = p.base_bytes.value;
     for (const BlockEstimate& b : p.blocks) footprint_bytes += b.act_bytes.value;
     const double calibration = CalibrationBytes(footprint_bytes);
@@ -698,6 +700,8 @@ class FittedEstimator final : public Estimator {
     workspace_models_.assign(nb, QuantityModel());
     base_model_ = QuantityModel();
     num_distinct_ = 0;
+    d2h_bytes_per_s_ = LatestMedian(&Sample::d2h_bytes_per_s);
+    h2d_bytes_per_s_ = LatestMedian(&Sample::h2d_bytes_per_s);
     if (samples_.empty()) return;
 
     // Distinct feature vectors in order of first appearance.
@@ -806,6 +810,20 @@ class FittedEstimator final : public Estimator {
     base_model_ = std::move(FitGroup(xb, {yb}, cb)[0]);
   }
 
+  // The median of `field` over the latest kLinkSamples fitted samples that
+  // have it; 0 when none has.
+  double LatestMedian(std::optional<double> Sample::*field) const {
+    std::vector<double> v;
+    for (auto s = samples_.rbegin();
+         s != samples_.rend() && v.size() < static_cast<size_t>(kLinkSamples);
+         ++s) {
+      if ((*s).*field) v.push_back(*((*s).*field));
+    }
+    if (v.empty()) return 0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
+
   const Kind kind_;
   const ModelSpec model_;
   const EstimatorOptions options_;
@@ -826,6 +844,7 @@ class FittedEstimator final : public Estimator {
   std::vector<std::vector<QuantityModel>> block_models_;  // [block][quantity]
   std::vector<QuantityModel> workspace_models_;           // [block]
   QuantityModel base_model_;
+  double d2h_bytes_per_s_ = 0, h2d_bytes_per_s_ = 0;
 };
 
 absl::Status ValidateOptions(Kind kind, const ModelSpec& model,
@@ -892,6 +911,8 @@ PlanProblem MakePlanProblem(const ModelSpec& model,
   PlanProblem problem;
   problem.budget_bytes = budget_bytes;
   problem.margin_bytes = margin_bytes;
+  problem.d2h_bytes_per_s = prediction.d2h_bytes_per_s;
+  problem.h2d_bytes_per_s = prediction.h2d_bytes_per_s;
   problem.base_bytes =
       CeilBytes(prediction.base_bytes.upper) +
       std::min(std::max<int64_t>(prediction.calibration_bytes, 0),

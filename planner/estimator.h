@@ -59,9 +59,19 @@ struct BlockEstimate {
   std::optional<Estimate> workspace_bytes;
 };
 
+// How many of the latest link measurements Prediction's bandwidths are
+// the median of: enough to outvote a copy slowed by a busy link, few
+// enough to follow a job that moved to another machine.
+inline constexpr int kLinkSamples = 31;
+
 struct Prediction {
   std::vector<BlockEstimate> blocks;  // one per model block, in order
   Estimate base_bytes;                // from samples that reported it; else 0
+  // The host link's bandwidth per direction: the median over the latest
+  // kLinkSamples fitted samples that measured it (Sample::d2h_bytes_per_s);
+  // 0 when none did. Not a function of the features.
+  double d2h_bytes_per_s = 0;
+  double h2d_bytes_per_s = 0;
   // Learned from reported peaks (ReportPeak): what the memory model has
   // been seen to miss, as a fraction of the keep-all footprint, times this
   // query's keep-all footprint. Added to the base when planning. >= 0.

@@ -85,6 +85,33 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+TEST_CASE("the link is the median of the latest samples that measured it") {
+  std::vector<Sample> samples = Grid();  // 24 samples, no link
+  auto est = Fitted(samples);
+  auto p = est->Predict({4, 96});
+  REQUIRE(p.ok());
+  CHECK(p->d2h_bytes_per_s == 0);
+  CHECK(MakePlanProblem(Model(), *p, 1 << 30, 0).has_link() == false);
+  // 40 measurements: the oldest 9 (at 1 GB/s) fall out of the latest 31,
+  // which run from 10 to 40 GB/s: median 25.
+  std::vector<Sample> measured;
+  for (int i = 0; i < 40; ++i) {
+    Sample s = MakeSample(1 + i % 8, 32 + 16 * (i / 8));
+    s.d2h_bytes_per_s = i < 9 ? 1e9 : 1e9 * (i + 1);
+    s.h2d_bytes_per_s = 5e9;
+    measured.push_back(s);
+  }
+  REQUIRE(est->AddSamples(measured).ok());
+  est->AddSamples(Grid()).IgnoreError();  // newer, unmeasured: no effect
+  p = est->Predict({4, 96});
+  REQUIRE(p.ok());
+  CHECK(p->d2h_bytes_per_s == 1e9 * 25);
+  CHECK(p->h2d_bytes_per_s == 5e9);
+  const PlanProblem problem = MakePlanProblem(Model(), *p, 1 << 30, 0);
+  CHECK(problem.d2h_bytes_per_s == 25e9);
+  CHECK(problem.h2d_bytes_per_s == 5e9);
+}
+
 TEST_CASE("the monomial basis at degree 2 covers b*s^2 but not cubes") {
   const auto e = internal::MonomialExponents(2, 2, 256);
   const std::vector<std::vector<int>> want = {{0, 0}, {1, 0}, {0, 1}, {2, 0},

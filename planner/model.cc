@@ -156,8 +156,23 @@ absl::Status ValidateSample(const ModelSpec& model, const Sample& sample) {
   if (auto s = ValidateQuantity("base_bytes", sample.base_bytes); !s.ok()) {
     return s;
   }
-  if (!sample.peak_bytes) return absl::OkStatus();
-  return ValidateRange("peak_bytes", *sample.peak_bytes, kMaxPeakBytes, "2^60");
+  if (sample.peak_bytes) {
+    if (auto s = ValidateRange("peak_bytes", *sample.peak_bytes, kMaxPeakBytes,
+                               "2^60");
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (auto [field, v] : {std::pair{"d2h_bytes_per_s", &sample.d2h_bytes_per_s},
+                          std::pair{"h2d_bytes_per_s", &sample.h2d_bytes_per_s}}) {
+    // NaN fails both comparisons: it is out of range too.
+    if (*v && !(**v > 0 && **v <= kMaxLinkBytesPerS)) {
+      return InvalidField(field, absl::StrCat(**v,
+                                              " is outside (0, 1e15]; the "
+                                              "host link's measured bandwidth"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateBudget(int64_t bytes, const std::string& field) {

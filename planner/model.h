@@ -50,6 +50,12 @@ struct Sample {
   std::vector<BlockMeasurement> blocks;  // one per ModelSpec block, in order
   std::optional<int64_t> base_bytes;     // alive before forward
   std::optional<int64_t> peak_bytes;     // measured peak of the whole step
+  // The host link's bandwidth in each direction (device to host, host to
+  // device), measured by timed copies on the runtime's copy engine after
+  // the step (client/runtime.h); none when the runtime has no copy engine.
+  // In (0, kMaxLinkBytesPerS].
+  std::optional<double> d2h_bytes_per_s;
+  std::optional<double> h2d_bytes_per_s;
 };
 
 // Limits that keep one bad request from exhausting memory.
@@ -68,6 +74,9 @@ inline constexpr double kMaxFeatureValue = 9007199254740992.0;  // 2^53
 // A block's bytes or forward time, and the base: [0, 2^48] (256 TiB, or 78
 // hours). kMaxBlocks blocks of 2^48 bytes sum to 2^60.
 inline constexpr int64_t kMaxQuantity = int64_t{1} << 48;
+// A host link's measured bandwidth: (0, 10^15] bytes per second (a PB/s,
+// far beyond any link; the bound keeps transfer times finite and exact).
+inline constexpr double kMaxLinkBytesPerS = 1e15;
 // A measured step peak and a budget: [0, 2^60] (1 EiB).
 inline constexpr int64_t kMaxPeakBytes = int64_t{1} << 60;
 // The most calibration a plan problem adds to its base (2^59): with the
@@ -92,7 +101,8 @@ absl::Status ValidateFeatures(const ModelSpec& model, const Features& features,
 
 // OK when the sample matches `model` (feature and block counts) and every
 // value lies in its range (features: ValidateFeatures; block quantities and
-// base_bytes: [0, kMaxQuantity]; peak_bytes: [0, kMaxPeakBytes]); else
+// base_bytes: [0, kMaxQuantity]; peak_bytes: [0, kMaxPeakBytes]; the link's
+// bandwidths: (0, kMaxLinkBytesPerS]); else
 // INVALID_ARGUMENT naming the field and the range.
 absl::Status ValidateSample(const ModelSpec& model, const Sample& sample);
 

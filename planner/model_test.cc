@@ -108,6 +108,18 @@ TEST_CASE("every quantity has a range, named with its field") {
         std::string::npos);
   s.peak_bytes = int64_t{1} << 60;
   CHECK(ValidateSample(m, s).ok());
+  for (double bad : {0.0, -1.0, 2e15, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    s = GoodSample();
+    s.h2d_bytes_per_s = bad;
+    const absl::Status st = ValidateSample(m, s);
+    CHECK(absl::IsInvalidArgument(st));
+    CHECK(st.message().find("h2d_bytes_per_s: ") == 0);
+  }
+  s = GoodSample();
+  s.d2h_bytes_per_s = 25e9;
+  s.h2d_bytes_per_s = 1e15;
+  CHECK(ValidateSample(m, s).ok());
   CHECK(ValidateBudget(1).ok());
   CHECK(ValidateBudget(int64_t{1} << 60).ok());
   CHECK(ValidateBudget(0).message().find("budget_bytes") != std::string::npos);

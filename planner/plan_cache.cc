@@ -34,7 +34,8 @@ std::vector<int64_t> BucketFeatures(const Features& features,
 
 bool PlanKey::operator==(const PlanKey& other) const {
   return budget_bytes == other.budget_bytes && model == other.model &&
-         solver == other.solver && bucket == other.bucket;
+         solver == other.solver && offload == other.offload &&
+         bucket == other.bucket;
 }
 
 size_t PlanKeyHash::operator()(const PlanKey& key) const {
@@ -45,6 +46,7 @@ size_t PlanKeyHash::operator()(const PlanKey& key) const {
   for (int64_t b : key.bucket) mix(std::hash<int64_t>()(b));
   mix(std::hash<int64_t>()(key.budget_bytes));
   mix(std::hash<std::string>()(key.solver));
+  mix(key.offload);
   return h;
 }
 

@@ -33,6 +33,7 @@ struct PlanKey {
   std::vector<int64_t> bucket;  // BucketFeatures' output
   int64_t budget_bytes = 0;
   std::string solver;
+  bool offload = true;  // PlanRequest::offload
   bool operator==(const PlanKey& other) const;
 };
 

@@ -43,6 +43,7 @@ struct PlanArgs {
   std::vector<std::string> features;  // name=value
   std::string budget;
   std::string solver;
+  bool no_offload = false;
 };
 
 void AddCommon(CLI::App* sub, CommonArgs* args) {
@@ -184,6 +185,7 @@ ProtoRequest MakePlanRequest(const PlanArgs& p) {
   *request.mutable_features() = ParseFeatures(p.features);
   request.set_budget_bytes(ParseBudget(p.budget));
   request.set_solver(p.solver);
+  request.set_no_offload(p.no_offload);
   return request;
 }
 
@@ -409,6 +411,8 @@ void AddPlanArgs(CLI::App* sub, PlanArgs* p) {
                   "Memory budget: bytes, or with a unit (6GiB, 512MiB, 8GB)")
       ->required();
   sub->add_option("--solver", p->solver, "Solver (default: the daemon's)");
+  sub->add_flag("--no-offload", p->no_offload,
+                "No block OFFLOAD (a trainer without a copy engine)");
 }
 
 }  // namespace

@@ -86,6 +86,12 @@ absl::StatusOr<Sample> SampleFromProto(const ModelSpec& spec,
   }
   if (proto.has_base_bytes()) sample.base_bytes = proto.base_bytes();
   if (proto.has_peak_bytes()) sample.peak_bytes = proto.peak_bytes();
+  if (proto.has_d2h_bytes_per_s()) {
+    sample.d2h_bytes_per_s = proto.d2h_bytes_per_s();
+  }
+  if (proto.has_h2d_bytes_per_s()) {
+    sample.h2d_bytes_per_s = proto.h2d_bytes_per_s();
+  }
   return sample;
 }
 
@@ -102,6 +108,12 @@ void SampleToProto(const ModelSpec& spec, const Sample& sample,
   }
   if (sample.base_bytes) proto->set_base_bytes(*sample.base_bytes);
   if (sample.peak_bytes) proto->set_peak_bytes(*sample.peak_bytes);
+  if (sample.d2h_bytes_per_s) {
+    proto->set_d2h_bytes_per_s(*sample.d2h_bytes_per_s);
+  }
+  if (sample.h2d_bytes_per_s) {
+    proto->set_h2d_bytes_per_s(*sample.h2d_bytes_per_s);
+  }
 }
 
 absl::StatusOr<Action> ActionFromProto(int action, const std::string& field) {

@@ -78,6 +78,16 @@ TEST_CASE("samples survive the round trip, optional fields included") {
   REQUIRE_FALSE(proto.blocks(2).has_workspace_bytes());
   REQUIRE_FALSE(back->base_bytes.has_value());
   REQUIRE(back->peak_bytes == 12345);
+  REQUIRE_FALSE(back->d2h_bytes_per_s.has_value());
+  REQUIRE_FALSE(proto.has_h2d_bytes_per_s());
+
+  s.d2h_bytes_per_s = 5.5e10;
+  s.h2d_bytes_per_s = 4.25e10;
+  SampleToProto(Spec(), s, &proto);
+  back = SampleFromProto(Spec(), proto, "samples[0]");
+  REQUIRE(back.ok());
+  REQUIRE(back->d2h_bytes_per_s == 5.5e10);
+  REQUIRE(back->h2d_bytes_per_s == 4.25e10);
 }
 
 TEST_CASE("actions: unspecified and unknown numbers are rejected") {

@@ -41,6 +41,7 @@ absl::Status ToPlanRequest(const PlannerCore& core, const ProtoRequest& request,
   out->features = *std::move(features);
   out->budget_bytes = request.budget_bytes();
   out->solver = request.solver();
+  out->offload = !request.no_offload();
   return absl::OkStatus();
 }
 
