@@ -6,8 +6,23 @@
 // Strategies: none, all, sqrt (budget-blind, fixed plans); static_max (one
 // exact plan for the largest input seen, reused); mimose_greedy (Mimose's
 // estimator and greedy scheduler, dynamic, with its own collection
-// warm-up); exact (remat: its estimator and the exact solver).
+// warm-up); delta (DELTA's rule over recompute and swap, dynamic, on
+// remat's estimator); exact (remat: its estimator and the exact solver,
+// with the host link) and exact_recompute (the same without a copy engine,
+// so no plan may offload).
+//
+// The host link on CPU. Offload pays when copying a block's activations
+// costs less than recomputing them, so what matters is the link's speed
+// relative to compute. An H200 does 989e12 dense BF16 FLOP/s and reaches
+// its host over PCIe Gen5 x16 at 64e9 bytes/s per direction: 6.5e-5 bytes
+// per FLOP. Unless --host-link-gbps says otherwise, the CPU run times a
+// float matmul on this machine (FLOP/s) and emulates a link of that many
+// FLOP/s times 6.5e-5 bytes/s, so that offload weighs against recompute
+// here as it would there (printed as the "e2e_link" line). With
+// --device cuda there is no emulation (and no CUDA copy engine yet): delta
+// and exact then run without one.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -87,15 +102,35 @@ std::string RunIsolated(const std::function<std::string()>& fn) {
 }
 
 
-std::unique_ptr<Planner> MakePlanner(const std::string& strategy,
-                                     double host_link_bytes_per_s) {
+std::unique_ptr<Planner> MakePlanner(const std::string& strategy) {
   if (strategy == "none" || strategy == "all" || strategy == "sqrt") {
     return std::make_unique<FixedPlanner>(strategy);
   }
   CoreOptions core;
-  core.host_link_bytes_per_s = host_link_bytes_per_s;
   if (strategy == "mimose_greedy") core.estimator_kind = "mimose";
   return std::make_unique<LocalPlanner>(core);
+}
+
+// Bytes per FLOP of an H200's host link: PCIe Gen5 x16, 64e9 bytes/s per
+// direction, over 989e12 dense BF16 FLOP/s.
+constexpr double kH200LinkBytesPerFlop = 64e9 / 989e12;
+
+// This machine's float matmul speed, FLOP/s (LibTorch's default threads).
+double CpuFlopsPerS() {
+  const int64_t n = 512;
+  torch::Tensor a = torch::randn({n, n}), b = torch::randn({n, n});
+  torch::Tensor c = torch::mm(a, b);  // warm
+  int64_t iters = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double seconds = 0;
+  while (seconds < 0.5) {
+    c = torch::mm(a, b);
+    ++iters;
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            start)
+                  .count();
+  }
+  return 2.0 * n * n * n * static_cast<double>(iters) / seconds;
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -122,8 +157,9 @@ int main(int argc, char** argv) {
   double budget_fraction = kDefaultBudgetFraction;
   std::string svg_path = "bench/e2e.svg";
   bool verbose = false;
-  std::vector<std::string> names = {"none",          "all",  "sqrt",
-                                    "static_max", "mimose_greedy", "exact"};
+  std::vector<std::string> names = {
+      "none",  "all",   "sqrt",           "static_max", "mimose_greedy",
+      "delta", "exact", "exact_recompute"};
   CLI::App app{"End-to-end strategy benchmark on the demo trainer."};
   app.add_option("--steps", steps, "steps per strategy")
       ->check(CLI::PositiveNumber)->capture_default_str();
@@ -157,16 +193,32 @@ int main(int argc, char** argv) {
             {options.workload.batch, options.workload.max_seq})));
   });
   const int64_t budget_bytes = std::stoll(budget_text);
+  if (options.device == "cpu" && options.host_link_gb_per_s == 0) {
+    const double flops = std::stod(
+        RunIsolated([] { return std::to_string(CpuFlopsPerS()); }));
+    options.host_link_gb_per_s = flops * kH200LinkBytesPerFlop / 1e9;
+    std::printf("%s\n", nlohmann::json({{"bench", "e2e_link"},
+                                        {"cpu_flops_per_s", flops},
+                                        {"bytes_per_flop",
+                                         kH200LinkBytesPerFlop},
+                                        {"link_gb_per_s",
+                                         options.host_link_gb_per_s}})
+                            .dump()
+                            .c_str());
+  }
 
   std::vector<Strategy> strategies;
   for (const std::string& name : names) {
     Strategy s;
     s.name = name;
     const std::string records = RunIsolated([&] {
-      std::unique_ptr<Planner> planner =
-          MakePlanner(name, options.host_link_gb_per_s * 1e9);
+      std::unique_ptr<Planner> planner = MakePlanner(name);
       TrainerOptions o = options;
       o.solver = name;
+      if (name == "exact_recompute") {
+        o.solver = "exact";
+        o.host_link_gb_per_s = 0;  // no copy engine: nothing offloads
+      }
       Trainer trainer(o, planner.get());
       nlohmann::json out = nlohmann::json::array();
       for (const BatchShape& shape : shapes) {

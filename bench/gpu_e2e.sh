@@ -32,9 +32,9 @@ gpu_link "$BUILD_DIR/e2e" "${SRCS[@]}"
 "$BUILD_DIR/e2e" --device cpu --steps 4 --depth 2 --width 32 --heads 2 \
   --ffn 32 --vocab 64 --batch 2 --max-seq 64 --svg "" >"$BUILD_DIR/cpu.jsonl" ||
   fail "the benchmark failed on the CPU"
-[ "$(grep -c '"bench":"e2e"' "$BUILD_DIR/cpu.jsonl")" = 6 ] ||
+[ "$(grep -c '"bench":"e2e"' "$BUILD_DIR/cpu.jsonl")" = 8 ] ||
   fail "the CPU run printed $(wc -l <"$BUILD_DIR/cpu.jsonl") lines, not one per strategy"
-echo "gpu_e2e: CPU smoke run: 6 strategies"
+echo "gpu_e2e: CPU smoke run: 8 strategies"
 gpu_require_gpu
 
 echo "gpu_e2e: BERT-base-like encoder on $("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null)"

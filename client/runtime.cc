@@ -267,10 +267,14 @@ absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {
   return status;
 }
 
-void PlannedModel::Step::MeasureLink(Sample* sample) const {
+void PlannedModel::Step::MeasureLink(Sample* sample) {
   kernels::CopyEngine* engine = owner_->model_->copy_engine();
   const int64_t bytes = owner_->options_.link_probe_bytes();
-  if (engine == nullptr || bytes <= 0) return;
+  if (engine == nullptr || bytes <= 0 ||
+      owner_->link_probes_ >= owner_->options_.link_probe_steps()) {
+    return;
+  }
+  ++owner_->link_probes_;
   const at::Tensor probe =
       at::zeros({bytes}, input_options_.dtype(at::kByte).requires_grad(false));
   auto link = kernels::MeasureLink(engine, probe.data_ptr(), bytes);

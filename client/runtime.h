@@ -150,11 +150,13 @@ struct PlannedModelOptions {
   TORCH_ARG(PlanChooserOptions, chooser) = {};
   // Report each planned step's measured peak and time (calibration).
   TORCH_ARG(bool, report_outcomes) = true;
-  // With a copy engine (CheckpointedSequentialImpl::set_copy_engine), each
-  // COLLECT step's sample also carries the host link's bandwidth: one
-  // timed copy of this many bytes each way, after the step's backward (so
-  // the step's own times are unaffected), on the input's device. 0: none.
+  // With a copy engine (CheckpointedSequentialImpl::set_copy_engine), the
+  // samples of the first link_probe_steps COLLECT steps also carry the
+  // host link's bandwidth: one timed copy of link_probe_bytes each way,
+  // after the step's backward (so the step's own times are unaffected), on
+  // the input's device. Either 0: none.
   TORCH_ARG(int64_t, link_probe_bytes) = int64_t{16} << 20;
+  TORCH_ARG(int, link_probe_steps) = 8;
 };
 
 class PlannedModel {
@@ -199,7 +201,7 @@ class PlannedModel {
     // its outcome in `outcome`); no planner call.
     absl::Status Measure(std::optional<Outcome>* outcome);
     // Adds the host link's bandwidth to a COLLECT step's sample.
-    void MeasureLink(Sample* sample) const;
+    void MeasureLink(Sample* sample);
 
     PlannedModel* owner_;
     Features features_;
@@ -231,6 +233,7 @@ class PlannedModel {
   PlannedModelOptions options_;
   PlanChooser chooser_;
   bool warned_report_ = false;
+  int link_probes_ = 0;  // COLLECT steps that measured the link
   // An outcome recorded while an exception unwound a step; reported by the
   // next BeginStep.
   std::optional<Outcome> pending_outcome_;

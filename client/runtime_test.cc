@@ -542,6 +542,7 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
 TEST_CASE("a collect step with a copy engine measures the host link",
           "[runtime][offload]") {
   FakePlanner planner;
+  planner.samples_needed = 2;
   CpuMemoryTracker tracker;
   CheckpointedSequential model = MakeModel();
   kernels::CopyEngineOptions emulated;
@@ -549,8 +550,10 @@ TEST_CASE("a collect step with a copy engine measures the host link",
   auto engine = kernels::NewCpuCopyEngine(emulated);
   model->set_copy_engine(engine.get());
   PlannedModel planned(model, &planner,
-                       PlannedModelOptions().memory(&tracker).link_probe_bytes(
-                           int64_t{4} << 20));
+                       PlannedModelOptions()
+                           .memory(&tracker)
+                           .link_probe_bytes(int64_t{4} << 20)
+                           .link_probe_steps(1));
   auto step = planned.BeginStep({6}, 1 << 30);
   REQUIRE(step->choice().collect());
   CHECK(planner.requests.back().offload);
@@ -567,6 +570,14 @@ TEST_CASE("a collect step with a copy engine measures the host link",
   }
   // The probe ran after the step: the step's own measurements ignore it.
   CHECK(*s.peak_bytes < *s.base_bytes + (int64_t{4} << 20));
+  CHECK(engine->stats().bytes_to_host == int64_t{4} << 20);
+  // Only the first link_probe_steps collect steps probe.
+  auto second = planned.BeginStep({7}, 1 << 30);
+  REQUIRE(second->choice().collect());
+  second->forward(torch::randn({7, 8}, torch::requires_grad())).sum().backward();
+  REQUIRE(second->Finish().ok());
+  REQUIRE(planner.samples.size() == 2);
+  CHECK_FALSE(planner.samples[1].d2h_bytes_per_s.has_value());
   CHECK(engine->stats().bytes_to_host == int64_t{4} << 20);
 
   // Turned off: no probe.

@@ -75,16 +75,9 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<remat::Planner> planner;
   if (planner_address.empty()) {
-    remat::CoreOptions core;
-    core.host_link_bytes_per_s = options.host_link_gb_per_s * 1e9;
-    planner = std::make_unique<remat::LocalPlanner>(core);
+    // The link is what collect steps measure on the copy engine.
+    planner = std::make_unique<remat::LocalPlanner>();
   } else {
-    if (options.host_link_gb_per_s > 0) {
-      std::fprintf(stderr,
-                   "--host-link-gbps plans in process: rematd does not know "
-                   "the link; drop --planner\n");
-      return 2;
-    }
     remat::RemotePlannerOptions remote;
     remote.address = planner_address;
     planner = std::make_unique<remat::RemotePlanner>(remote);

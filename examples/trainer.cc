@@ -1,5 +1,6 @@
 #include "examples/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -56,11 +57,17 @@ struct Trainer::Impl {
     }
     model->to(device);
     model->train();
+    // The link probe of each collect step: about 5 ms each way on the
+    // emulated link (16 MiB, the default, would take seconds on a slow one).
+    int64_t probe_bytes = 0;
     if (o.host_link_gb_per_s > 0) {
       kernels::CopyEngineOptions engine;
       engine.link_bytes_per_s = o.host_link_gb_per_s * 1e9;
       copy_engine = kernels::NewCpuCopyEngine(engine);
       model->set_copy_engine(copy_engine.get());
+      probe_bytes = std::clamp<int64_t>(
+          static_cast<int64_t>(engine.link_bytes_per_s * 5e-3), 64 << 10,
+          16 << 20);
     }
     PlanChooserOptions chooser;
     chooser.solver = o.solver;
@@ -69,8 +76,11 @@ struct Trainer::Impl {
     }
     planned = std::make_unique<PlannedModel>(
         model, planner,
-        PlannedModelOptions().memory(memory.get()).chooser(chooser).trace(
-            trace.get()));
+        PlannedModelOptions()
+            .memory(memory.get())
+            .chooser(chooser)
+            .trace(trace.get())
+            .link_probe_bytes(probe_bytes));
     optimizer = std::make_unique<torch::optim::SGD>(
         model->parameters(), torch::optim::SGDOptions(o.learning_rate));
     // Gradients live for the whole run (zero_grad zeroes them), as in a

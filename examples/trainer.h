@@ -37,8 +37,8 @@ struct TrainerOptions {
   // The solver the planner is asked for (empty: the planner's default).
   std::string solver;
   // An emulated host link for OFFLOAD (CPU only), GB/s per direction: the
-  // model gets a CPU copy engine held to that bandwidth. 0: no engine, a
-  // plan that offloads is refused.
+  // model gets a CPU copy engine held to that bandwidth, which collect
+  // steps measure for the planner. 0: no engine; plans never offload.
   double host_link_gb_per_s = 0;
   // When set, collected samples are written to this trace CSV, replacing
   // it (the format bench:estimator_accuracy --trace replays).

@@ -35,8 +35,9 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
   app->add_option("--host-link-gbps", o->host_link_gb_per_s,
                   "OFFLOAD over an emulated host link of this many GB/s "
                   "(gigabytes per second) each way (CPU only: a copy engine "
-                  "held to that speed; the in-process planner plans with "
-                  "it); 0: no link, nothing is offloaded")
+                  "held to that speed; collect steps measure it and the "
+                  "planner, in process or rematd, plans with what they "
+                  "measured); 0: no link, nothing is offloaded")
       ->check(CLI::Range(0.0, 1e4))->capture_default_str();
 }
 
