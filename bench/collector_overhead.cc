@@ -1,7 +1,10 @@
 // What collecting costs: a step that measures every block (the safe plan
 // with the CPU tracker attached and the sampler hooked into the recompute)
 // against a step that only recomputes every block, and against a step with
-// no checkpointing; and how far the collected per-block bytes are from a
+// no checkpointing; a collecting step that also measures the host link as
+// the runtime does with a copy engine (kernels::MeasureLink, one copy each
+// way of PlannedModelOptions' default 16 MiB probe, on the CPU engine at
+// memory speed); and how far the collected per-block bytes are from a
 // direct measurement of each block run alone under the tracker.
 //
 // Model: a small transformer encoder on CPU (hand-written attention from
@@ -14,7 +17,8 @@
 //
 // Prints one JSON line:
 //   {"bench":"collector_overhead","ratio_vs_recompute_all":...,
-//    "ratio_vs_none":...,"max_rel_err":...,...}
+//    "ratio_vs_none":...,"collect_with_link_ms":...,
+//    "link_ratio_vs_recompute_all":...,"max_rel_err":...,...}
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +33,7 @@
 #include "client/runtime.h"
 #include "collector/block_sampler.h"
 #include "collector/cpu_memory_tracker.h"
+#include "kernels/copy_engine.h"
 #include "planner/plan.h"
 
 namespace remat {
@@ -114,6 +119,10 @@ int Main() {
   CpuMemoryTracker tracker;
   BlockSampler sampler(&tracker, static_cast<int>(layers));
   Sample collected;
+  auto engine = kernels::NewCpuCopyEngine();
+  const int64_t probe_bytes = PlannedModelOptions().link_probe_bytes();
+  torch::Tensor probe = torch::zeros({probe_bytes}, torch::kUInt8);
+  kernels::LinkBandwidth link;
 
   // One training step of each kind; returns milliseconds.
   auto step = [&](int kind) {
@@ -121,7 +130,7 @@ int Main() {
       if (p.grad().defined()) p.mutable_grad().zero_();
     }
     const Clock::time_point start = Clock::now();
-    if (kind == 2) {
+    if (kind >= 2) {
       auto attached = tracker.Attach();
       sampler.BeginStep(model->resident_bytes() + x.nbytes());
       model->set_observer(&sampler);
@@ -134,25 +143,37 @@ int Main() {
         std::exit(1);
       }
       collected = *sample;
+      if (kind == 3) {
+        auto measured =
+            kernels::MeasureLink(engine.get(), probe.data_ptr(), probe_bytes);
+        if (!measured.ok()) {
+          std::fprintf(stderr, "link probe failed: %s\n",
+                       measured.status().ToString().c_str());
+          std::exit(1);
+        }
+        link = *measured;
+      }
     } else {
       model->forward(x, kind == 0 ? none : all).sum().backward();
     }
     return Ms(start, Clock::now());
   };
 
+  constexpr int kKinds = 4;  // none, recompute all, collect, collect + link
   for (int w = 0; w < 2; ++w) {
-    for (int kind = 0; kind < 3; ++kind) step(kind);
+    for (int kind = 0; kind < kKinds; ++kind) step(kind);
   }
-  std::vector<double> times[3];
+  std::vector<double> times[kKinds];
   for (int64_t r = 0; r < rounds; ++r) {
-    for (int j = 0; j < 3; ++j) {
-      const int kind = static_cast<int>((r + j) % 3);  // rotate the order
+    for (int j = 0; j < kKinds; ++j) {
+      const int kind = static_cast<int>((r + j) % kKinds);  // rotate
       times[kind].push_back(step(kind));
     }
   }
   const double none_ms = Median(times[0]);
   const double all_ms = Median(times[1]);
   const double collect_ms = Median(times[2]);
+  const double link_ms = Median(times[3]);
 
   // Direct measurement: each block alone, with grad, on the input it sees
   // in the chain (requiring grad as in the chain: all but the batch).
@@ -199,6 +220,11 @@ int Main() {
       {"collect_ms", collect_ms},
       {"ratio_vs_recompute_all", collect_ms / all_ms},
       {"ratio_vs_none", collect_ms / none_ms},
+      {"collect_with_link_ms", link_ms},
+      {"link_ratio_vs_recompute_all", link_ms / all_ms},
+      {"link_probe_bytes", probe_bytes},
+      {"d2h_bytes_per_s", link.d2h_bytes_per_s},
+      {"h2d_bytes_per_s", link.h2d_bytes_per_s},
       {"max_rel_err", max_rel_err},
       {"base_bytes", *collected.base_bytes},
       {"peak_bytes", *collected.peak_bytes},

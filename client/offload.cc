@@ -265,6 +265,13 @@ std::shared_ptr<OffloadedStorage> Offloader::Pack(const at::Tensor& tensor) {
   return record;
 }
 
+void Offloader::WaitCopiesOut() const {
+  for (const auto& [key, weak] : moved_) {
+    // A record already gone had landed: its copy holds it until then.
+    if (auto record = weak.lock()) record->out.Wait().IgnoreError();
+  }
+}
+
 at::Tensor Offloader::PrefetchOnBackward(const at::Tensor& x,
                                          std::shared_ptr<OffloadGroup> group) {
   if (group == nullptr || !x.requires_grad()) {

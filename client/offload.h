@@ -83,6 +83,12 @@ class Offloader {
   static at::Tensor PrefetchOnBackward(const at::Tensor& x,
                                        std::shared_ptr<OffloadGroup> group);
 
+  // Waits until every copy to host of this pass has landed (and let go of
+  // its device memory): the end of forward, where the memory model has
+  // backward begin (plan.h). A failed copy fails the backward that needs
+  // it, not this.
+  void WaitCopiesOut() const;
+
   // Pack hook (on the forward's thread): the record of `tensor` under the
   // current Run, or null when it stays on the device.
   std::shared_ptr<OffloadedStorage> Pack(const at::Tensor& tensor);

@@ -112,7 +112,10 @@ torch::Tensor CheckpointedSequentialImpl::forward(
     if (below != nullptr) x = Offloader::PrefetchOnBackward(x, below);
     below = std::move(offloaded);
   }
-  if (below != nullptr) below->Prefetch();  // the last block: right away
+  // Backward begins once every copy out has landed (the memory model's
+  // end of forward); the last block's copy back starts then.
+  if (offloader != nullptr) offloader->WaitCopiesOut();
+  if (below != nullptr) below->Prefetch();
   return x;
 }
 

@@ -84,7 +84,8 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   // non-checkpointable block. With grad mode off every block just runs:
   // there is nothing to keep. An OFFLOAD block's saved tensors go to host
   // and are prefetched when the backward of the block above it begins (at
-  // the end of forward for the last block).
+  // the end of forward for the last block). Returns once every copy to
+  // host has landed, as the memory model has it (plan.h).
   torch::Tensor forward(const torch::Tensor& input,
                         const std::vector<Action>& actions);
   // Every block KEEP: the model without checkpointing.

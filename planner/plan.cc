@@ -122,18 +122,19 @@ StepSimulation SimulateStep(const PlanProblem& problem,
     held += share[k];
   }
   below[n] = held;
+  // Backward begins once every copy out has landed (the runtime waits at
+  // the end of forward), so no copy out overlaps it.
+  double exposed = std::max(0.0, d2h_free - now);
+  now = std::max(now, d2h_free);
 
-  // Backward.
-  double h2d_free = 0;
+  // Backward. A copy back starts as soon as it is asked for: the previous
+  // one has landed by then (its block's backward waited for it).
   std::vector<double> arrives(n, 0);  // when each copy back lands
   auto prefetch = [&](size_t i, double issued) {
-    const double start = std::max({issued, copied_out[i], h2d_free});
-    h2d_free =
-        start + TransferNs(mem[i].transfer_bytes, problem.h2d_bytes_per_s);
-    arrives[i] = h2d_free;
+    arrives[i] =
+        issued + TransferNs(mem[i].transfer_bytes, problem.h2d_bytes_per_s);
   };
   if (n > 0 && offloaded[n - 1]) prefetch(n - 1, now);
-  double exposed = 0;
   for (size_t j = n; j-- > 0;) {
     double begin = now;
     if (offloaded[j] && arrives[j] > begin) {
@@ -141,16 +142,14 @@ StepSimulation SimulateStep(const PlanProblem& problem,
       begin = arrives[j];
     }
     if (j > 0 && offloaded[j - 1]) prefetch(j - 1, begin);
-    int64_t bytes = below[j] + in_flight(j, begin) + mem[j].backward_bytes;
+    int64_t bytes = below[j] + mem[j].backward_bytes;
     // The last block's original output is still held (by the loss) while
     // a recompute rebuilds it (measured: collector_torch_test).
     if (j + 1 == n && actions[j] == Action::kRecompute) {
       bytes += mem[j].output_bytes;
     }
     // The block below, prefetched during this backward, is back whole.
-    if (j > 0 && offloaded[j - 1] && !(copied_out[j - 1] > begin)) {
-      bytes += mem[j - 1].transfer_bytes;
-    }
+    if (j > 0 && offloaded[j - 1]) bytes += mem[j - 1].transfer_bytes;
     moment(bytes, j, true);
     now = begin + static_cast<double>(mem[j].backward_ns) +
           (actions[j] == Action::kRecompute

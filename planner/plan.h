@@ -110,12 +110,15 @@ struct Plan {
 // the gradient of its input (x_j) and its workspace (w_j); every block
 // below j holds its forward share. A recomputed last block also still has
 // its original output (the loss holds it), so recomputing it never lowers
-// the peak. An offloaded block's copy back starts
-// on the host-to-device engine when the backward of the block above it
-// starts (one block of prefetch; at the end of forward for the last
-// block), after its copy out has landed, so its t_i is also held during
-// the backward of the block above it; a backward that must wait for its
-// copy back exposes that wait.
+// the peak. Backward begins once every copy out has landed (the runtime
+// waits at the end of forward; a wait there is exposed), so copies out
+// never overlap backward. An offloaded block's copy back starts on the
+// host-to-device engine when the backward of the block above it starts
+// (one block of prefetch; at the start of backward for the last block),
+// so its t_i is also held during the backward of the block above it; a
+// backward that must wait for its copy back exposes that wait. (That
+// engine is then idle: the previous copy back has landed, since its
+// block's backward waited for it.)
 // The peak is the largest moment. Without a link (has_link() false)
 // OFFLOAD holds what KEEP holds and costs nothing.
 //

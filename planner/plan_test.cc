@@ -94,12 +94,16 @@ TEST_CASE("a slow link keeps the bytes on the device and exposes the wait") {
   p.d2h_bytes_per_s = p.h2d_bytes_per_s = 1e9;  // one byte per ns
   const std::vector<Action> oa = {A::kOffload, A::kKeep, A::kKeep};
   // a's 200 bytes leave from 7 ns to 207 ns: still on the device at the
-  // end of forward (21 ns) and in c's backward: 1800 + 280. Its copy back
-  // is asked for when b's backward starts (27 ns), starts when the copy
-  // out has landed (207), lands at 407; a's backward could start at 49.
+  // end of forward (21 ns): 1000 + 300 + 500 + 200. Backward waits for the
+  // copy (186 ns exposed) and begins at 207: c's backward 1600 + 280. a's
+  // copy back is asked for when b's backward starts (213 ns) and lands at
+  // 413, while b's backward holds it whole: 1100 + 200 + 640; a's backward
+  // could start at 235: 178 ns more exposed.
   const StepSimulation sim = SimulateStep(p, oa);
-  CHECK(sim.peak_bytes == 1800 + 280);
-  CHECK(sim.exposed_transfer_ns == 407 - 49);
+  CHECK(sim.peak_bytes == 1000 + 300 + 500 + 200);
+  CHECK(sim.peak_block == 2);
+  CHECK_FALSE(sim.peak_in_backward);
+  CHECK(sim.exposed_transfer_ns == 186 + 178);
 }
 
 TEST_CASE("ScorePlan fills peak, time and feasibility against the margin") {
