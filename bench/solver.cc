@@ -159,12 +159,17 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-void Latency(bool quick, Family family) {
+// The host link of the offload runs: PCIe Gen5 x16, 64 GB/s each way, as
+// an H200 has.
+constexpr double kLinkBytesPerS = 64e9;
+
+void Latency(bool quick, Family family, bool offload) {
   std::mt19937_64 rng(1);
   for (int n : {12, 24, 48, 96, 200, 1000}) {
     // Distinct instances (shape, noise, budget), each solved once per
     // repetition, so p99 covers the hard budgets too.
-    const bool slow = family == Family::kJittered && n >= 200;
+    const bool slow =
+        (family == Family::kJittered && n >= 200) || (offload && n >= 96);
     const int instances = quick || slow ? 20 : (n >= 1000 ? 100 : 200);
     const int reps = quick || slow ? 1 : (n >= 1000 ? 3 : 5);
     std::vector<PlanProblem> problems;
@@ -172,7 +177,10 @@ void Latency(bool quick, Family family) {
       const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
       const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
       PlanProblem p = TransformerChain(n, batch, seq, family, rng);
-      SetBudget(&p, std::uniform_real_distribution<double>(0.02, 0.98)(rng));
+      // With a link, budgets also below what recomputing alone reaches.
+      SetBudget(&p, std::uniform_real_distribution<double>(offload ? -0.1 : 0.02,
+                                                           0.98)(rng));
+      if (offload) p.d2h_bytes_per_s = p.h2d_bytes_per_s = kLinkBytesPerS;
       problems.push_back(std::move(p));
     }
     for (const std::string& name : SolverNames()) {
@@ -193,37 +201,40 @@ void Latency(bool quick, Family family) {
       std::printf(
           "{\"bench\":\"solver_latency\",\"solver\":\"%s\",\"blocks\":%d,"
           "\"p50_us\":%.1f,\"p99_us\":%.1f,\"cpu_p50_us\":%.1f,"
-          "\"cpu_p99_us\":%.1f,\"family\":\"%s\",\"solves\":%zu}\n",
+          "\"cpu_p99_us\":%.1f,\"family\":\"%s\",\"link_gb_per_s\":%g,"
+          "\"solves\":%zu}\n",
           name.c_str(), n, Percentile(us, 0.5), Percentile(us, 0.99),
           Percentile(cpu_us, 0.5), Percentile(cpu_us, 0.99), FamilyName(family),
-          us.size());
+          offload ? kLinkBytesPerS / 1e9 : 0.0, us.size());
       std::fflush(stdout);
     }
   }
 }
 
 // --stats: how hard the exact search works, per chain length.
-void SearchStats(Family family) {
+void SearchStats(Family family, bool offload) {
   std::mt19937_64 rng(1);
   for (int n : {48, 96, 200, 1000}) {
     for (int i = 0; i < 20; ++i) {
       const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
       const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
       PlanProblem p = TransformerChain(n, batch, seq, family, rng);
-      const double u = std::uniform_real_distribution<double>(0.02, 0.98)(rng);
+      const double u = std::uniform_real_distribution<double>(
+          offload ? -0.1 : 0.02, 0.98)(rng);
       SetBudget(&p, u);
+      if (offload) p.d2h_bytes_per_s = p.h2d_bytes_per_s = kLinkBytesPerS;
       internal::ExactStats st;
       const auto t0 = Clock::now();
       internal::SolveExact(p, &st);
       const double us =
           std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       std::printf(
-          "{\"bench\":\"exact_stats\",\"family\":\"%s\","
+          "{\"bench\":\"exact_stats\",\"family\":\"%s\",\"offload\":%s,"
           "\"blocks\":%d,\"u\":%.2f,"
           "\"us\":%.0f,\"steps\":%d,\"states\":%lld,\"nodes\":%lld,"
           "\"max_front\":%lld,\"fixed\":%d,\"candidates\":%d,\"gap_over_block\":%.4f,"
           "\"heuristic_gap_over_block\":%.4f}\n",
-          FamilyName(family), n, u, us, st.steps,
+          FamilyName(family), offload ? "true" : "false", n, u, us, st.steps,
           static_cast<long long>(st.states), static_cast<long long>(st.nodes),
           static_cast<long long>(st.max_front), st.fixed, st.candidates,
           static_cast<double>(st.cost_ns - st.root_bound_ns) /
@@ -354,8 +365,10 @@ int main(int argc, char** argv) {
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--stats") == 0) {
-      remat::SearchStats(remat::Family::kTransformer);
-      remat::SearchStats(remat::Family::kJittered);
+      for (bool offload : {false, true}) {
+        remat::SearchStats(remat::Family::kTransformer, offload);
+        remat::SearchStats(remat::Family::kJittered, offload);
+      }
       return 0;
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
@@ -364,8 +377,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  remat::Latency(quick, remat::Family::kTransformer);
-  remat::Latency(quick, remat::Family::kJittered);
+  for (bool offload : {false, true}) {
+    remat::Latency(quick, remat::Family::kTransformer, offload);
+    remat::Latency(quick, remat::Family::kJittered, offload);
+  }
   remat::Quality(quick);
   remat::CacheHits(quick);
   return 0;

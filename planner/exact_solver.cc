@@ -1,5 +1,7 @@
 // The exact solver, under the memory model v2 (plan.h, SimulateStep), over
-// KEEP and RECOMPUTE.
+// KEEP and RECOMPUTE, and OFFLOAD when the problem has a host link: first
+// the search without OFFLOAD (below), whose plan is then the one to beat
+// for the search with it (OffloadSearch, further down).
 //
 // The problem. Block i holds a_i until backward when kept and o_i when
 // recomputed, so recomputing it frees s_i = a_i - o_i; a block with
@@ -48,10 +50,15 @@
 //
 // Ties: among plans of equal recompute time, fewer recomputed blocks; the
 // search is exact in that order (not in the peak among such plans).
+//
+// With OFFLOAD the cost is recompute plus exposed transfer time, ties go
+// to fewer blocks not kept, and when no plan fits the answer is still the
+// smallest peak without offloading.
 #include "planner/exact_solver.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <tuple>
@@ -317,13 +324,10 @@ class Search {
   std::vector<State> keep_, take_, merged_;
 };
 
-}  // namespace
-
-std::vector<Action> SolveExact(const PlanProblem& problem,
-                               const ExactOptions& options,
-                               ExactStats* stats) {
-  ExactStats local_stats;
-  ExactStats& st = stats != nullptr ? *stats : local_stats;
+// KEEP and RECOMPUTE only (the problem's link is ignored).
+std::vector<Action> SolveRecompute(const PlanProblem& problem,
+                                   const ExactOptions& options,
+                                   ExactStats& st) {
   st = ExactStats();
 
   const size_t n = problem.blocks.size();
@@ -460,6 +464,485 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   for (int p = 0; p < m; ++p) {
     if (chosen[p]) actions[items[p].block] = Action::kRecompute;
   }
+  return actions;
+}
+
+// The search with OFFLOAD (the problem has a link). Memory model v2 as
+// SimulateStep has it, restated for a search along the chain in forward
+// order. Forward times do not depend on the plan (block k's forward ends
+// at now_k, the sum of forward_ns up to k), so neither do the landing
+// times of the copies out: first in first out, block i's copy lands at
+// L_i = max(now_i, L of the copy before) + T_i. Before block k is decided,
+// with sigma the savings of the blocks below k (a_i - o_i recomputed, t_i
+// offloaded, whether landed or not), A_k = base + the a_i below k and
+// inflight_k the t_i of copies not landed by now_k:
+//
+//   end of block k's forward:  A_k - sigma + inflight_k + a_k <= limit
+//   block k's backward:        A_k - sigma + bwd_k + [k-1 offloaded] t_{k-1}
+//                              <= limit
+//
+// (backward begins once every copy out has landed, and the block below a
+// backward is prefetched whole during it). Exposed time: the wait for the
+// copies out at the end of forward, max(0, L_last - now_{L-1}), and per
+// offloaded block j the wait for its copy back, which is issued when the
+// backward of block j+1 begins and never queues:
+// max(0, H_j - backward_ns_{j+1} - [j+1 recomputed] forward_ns_{j+1}).
+// Every term is known once blocks k-1 and k are decided, so the cost
+// (recompute plus exposed time) adds up along the chain.
+//
+// A state: sigma, cost, count, whether block k-1 was offloaded, and the
+// copies still in flight (their blocks and landing times: what the future
+// moments depend on). States with the same copies in flight and the same
+// last action compare on (sigma, cost, count) alone: a Pareto front per
+// such group, as in the recompute search. Pruned as there: a state that
+// cannot reach a later need even with every block left at its larger
+// saving; a state whose cost plus the LP bound over the items left (each
+// block's recompute at forward_ns, its offload at the least wait it can
+// expose) reaches the best plan; a state that meets every need ahead
+// whatever comes (it finishes with every block left kept). The last block
+// is never recomputed or offloaded (neither lowers any moment), nor is a
+// block whose saving is not positive. Times are doubles, as in
+// SimulateStep; a plan's cost here can differ from SimulateStep's by a
+// rounding, never more.
+// The most states the search with OFFLOAD examines, whatever
+// ExactOptions::max_nodes says: each keeps a node (32 bytes) and more
+// bookkeeping than a recompute state, so this bounds its memory to a few
+// hundred MiB and its time to a few seconds.
+constexpr int64_t kMaxOffloadNodes = int64_t{1} << 22;
+
+struct OffloadBlock {
+  int64_t below = 0;  // A_k: base plus the a_i of the blocks below
+  int64_t a = 0, s = 0, t = 0, bwd = 0, c = 0;
+  double bns = 0, now = 0, out_ns = 0, back_ns = 0;
+  // The least wait for its copy back: with the block above recomputed
+  // when that one can be. Charged when the block is offloaded; the rest
+  // once the block above is decided.
+  double least_wait = 0;
+  bool can_r = false, can_o = false;
+};
+
+struct OffloadNode {
+  int32_t block;
+  Action action;
+  int32_t parent;    // previous non-KEEP node
+  int32_t prev_off;  // previous OFFLOAD node
+  double landed;     // OFFLOAD: when its copy out lands
+};
+
+struct OffloadState {
+  int64_t sigma;
+  double cost;
+  int32_t count;
+  int32_t node;      // newest non-KEEP node, -1 for none
+  int32_t off_node;  // newest OFFLOAD node, -1 for none
+  bool last_off;     // the block just decided was offloaded
+};
+
+class OffloadSearch {
+ public:
+  OffloadSearch(const PlanProblem& problem, const ExactOptions& options,
+                ExactStats* st)
+      : problem_(problem),
+        n_(static_cast<int>(problem.blocks.size())),
+        limit_(problem.limit_bytes()),
+        max_nodes_(std::min<int64_t>(options.max_nodes, kMaxOffloadNodes)),
+        time_limit_(options.time_limit),
+        start_(std::chrono::steady_clock::now()),
+        st_(st) {
+    blocks_.resize(n_);
+    double now = 0;
+    for (int k = 0; k < n_; ++k) {
+      const BlockMemory m = MemoryOf(problem, k);
+      const BlockCost& b = problem.blocks[k];
+      OffloadBlock& x = blocks_[k];
+      x.a = m.keep_bytes;
+      x.s = m.keep_bytes - m.recompute_bytes;
+      x.t = m.transfer_bytes;
+      x.bwd = m.backward_bytes;
+      x.c = b.forward_ns;
+      x.bns = static_cast<double>(m.backward_ns);
+      now += static_cast<double>(b.forward_ns);
+      x.now = now;
+      x.out_ns = static_cast<double>(x.t) / problem.d2h_bytes_per_s * 1e9;
+      x.back_ns = static_cast<double>(x.t) / problem.h2d_bytes_per_s * 1e9;
+      x.can_r = b.checkpointable && x.s > 0 && k + 1 < n_;
+      x.can_o = b.checkpointable && x.t > 0 && k + 1 < n_;
+    }
+    for (int k = 0; k + 1 < n_; ++k) {
+      OffloadBlock& x = blocks_[k];
+      const OffloadBlock& up = blocks_[k + 1];
+      if (!x.can_o) continue;
+      x.least_wait =
+          std::max(0.0, x.back_ns - up.bns -
+                            (up.can_r ? static_cast<double>(up.c) : 0.0));
+      // Recomputing frees at least as much, at once, for no more time, and
+      // hides more of the block below's copy back; offloading also holds
+      // its bytes in the backward above and delays later copies: such an
+      // offload is never better.
+      if (x.can_r && x.t <= x.s && x.least_wait >= static_cast<double>(x.c)) {
+        x.can_o = false;
+      }
+    }
+    // need[k]: what sigma must be at block k's moments, ignoring the
+    // copies in flight and the prefetched block (which only add to it).
+    need_.assign(n_ + 1, -kInf);
+    int64_t below = problem.base_bytes;
+    for (int k = 0; k < n_; ++k) {
+      blocks_[k].below = below;
+      need_[k] = below + std::max(blocks_[k].a, blocks_[k].bwd) - limit_;
+      below += blocks_[k].a;
+    }
+    // ahead[p]: the largest need at p or above; reach[p]: the least sigma
+    // before block p from which every need at p or above can still be met
+    // with each block from p on at its larger saving, counted at once.
+    ahead_.assign(n_ + 1, -kInf);
+    reach_.assign(n_ + 1, -kInf);
+    for (int p = n_ - 1; p >= 0; --p) {
+      const OffloadBlock& x = blocks_[p];
+      const int64_t most = std::max<int64_t>(
+          {0, x.can_r ? x.s : 0, x.can_o ? x.t : 0});
+      ahead_[p] = std::max(ahead_[p + 1], need_[p]);
+      reach_[p] = std::max(need_[p], reach_[p + 1] - most);
+    }
+    // The LP items: each block's recompute and offload, at the least each
+    // can cost, rounded down.
+    for (int k = 0; k < n_; ++k) {
+      const OffloadBlock& x = blocks_[k];
+      if (x.can_r) items_.push_back({k, x.s, x.c});
+      if (x.can_o) {
+        items_.push_back(
+            {k, x.t, static_cast<int64_t>(std::floor(x.least_wait))});
+      }
+    }
+    const int m = static_cast<int>(items_.size());
+    std::vector<int> order(m);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+      const __int128 lhs = static_cast<__int128>(items_[x].c) * items_[y].s;
+      const __int128 rhs = static_cast<__int128>(items_[y].c) * items_[x].s;
+      return lhs != rhs ? lhs < rhs : x < y;
+    });
+    rank_of_.resize(m);
+    by_rank_.resize(m);
+    for (int r = 0; r < m; ++r) {
+      rank_of_[order[r]] = r + 1;
+      by_rank_[r] = items_[order[r]];
+    }
+  }
+
+  // Searches from the empty plan; `best_cost` / `best_count`: the plan to
+  // beat (kInf: none known). Returns false when a limit stopped it.
+  bool Run(double best_cost, int64_t best_count) {
+    best_cost_ = best_cost;
+    best_count_ = best_count;
+    LpBound lp(by_rank_);
+    for (int r = 1; r <= static_cast<int>(items_.size()); ++r) lp.Add(r, +1);
+    size_t next_item = 0;  // items of blocks below the current one removed
+    std::vector<OffloadState> front = {{0, 0, 0, -1, -1, false}};
+    for (int k = 0; k < n_ && !front.empty(); ++k) {
+      if (st_->nodes > max_nodes_ ||
+          (time_limit_.count() > 0 &&
+           std::chrono::steady_clock::now() - start_ >= time_limit_)) {
+        st_->stopped_at_limit = true;
+        // A cheaper plan extends some state of the front (lp holds the
+        // items of block k and above).
+        double bound = best_cost_;
+        for (const OffloadState& x : front) {
+          const int64_t rest = lp.LowerBound(ahead_[k] - x.sigma);
+          if (rest < kInf) bound = std::min(bound, x.cost + rest);
+        }
+        lower_bound_ = bound;
+        return false;
+      }
+      // The items of block k are decided now.
+      for (; next_item < items_.size() && items_[next_item].block <= k;
+           ++next_item) {
+        lp.Add(rank_of_[next_item], -1);
+      }
+      ++st_->steps;
+      Step(k, front, lp);
+      st_->states += static_cast<int64_t>(front.size());
+      st_->max_front =
+          std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
+    }
+    lower_bound_ = best_cost_;
+    return true;
+  }
+
+  // Whether the search found a plan better than the one to beat.
+  bool found() const { return best_node_ != -2; }
+  double best_cost() const { return best_cost_; }
+  double lower_bound() const { return lower_bound_; }
+
+  // The best plan found by the search (found() true).
+  std::vector<Action> BestActions() const {
+    std::vector<Action> actions(n_, Action::kKeep);
+    for (int32_t node = best_node_; node >= 0; node = arena_[node].parent) {
+      actions[arena_[node].block] = arena_[node].action;
+    }
+    return actions;
+  }
+
+ private:
+  // The copies of `x` still in flight after `time`: their total bytes, and
+  // (when `key` is not null) their blocks and landing times.
+  int64_t InFlight(const OffloadState& x, double time,
+                   std::vector<double>* key) const {
+    int64_t bytes = 0;
+    for (int32_t node = x.off_node; node >= 0; node = arena_[node].prev_off) {
+      const OffloadNode& o = arena_[node];
+      if (!(o.landed > time)) break;  // first in first out: the rest landed
+      bytes += blocks_[o.block].t;
+      if (key != nullptr) {
+        key->push_back(o.block);
+        key->push_back(o.landed);
+      }
+    }
+    return bytes;
+  }
+
+  // When the copies out of `x` are all landed (0: none queued).
+  double Drained(const OffloadState& x) const {
+    return x.off_node >= 0 ? arena_[x.off_node].landed : 0;
+  }
+
+  // The wait at the end of forward for the copies out (charged as each
+  // copy is queued: later copies only add to it).
+  double DrainWait(double drained) const {
+    return std::max(0.0, drained - blocks_[n_ - 1].now);
+  }
+
+  // What the wait for block k's copy back costs beyond its least_wait
+  // (charged already), given block k+1's action.
+  double ExtraWait(int k, bool above_recomputed) const {
+    const OffloadBlock& x = blocks_[k];
+    const OffloadBlock& up = blocks_[k + 1];
+    const double wait = std::max(
+        0.0, x.back_ns - up.bns -
+                 (above_recomputed ? static_cast<double>(up.c) : 0.0));
+    return wait - x.least_wait;
+  }
+
+  // The cost of `x` finished with every block above k kept.
+  double Finished(const OffloadState& x, int k) const {
+    return x.cost + (x.last_off ? ExtraWait(k, false) : 0.0);
+  }
+
+  void Offer(double cost, int64_t count, int32_t node) {
+    if (cost < best_cost_ || (cost == best_cost_ && count < best_count_)) {
+      best_cost_ = cost;
+      best_count_ = count;
+      best_node_ = node;
+    }
+  }
+
+  // Decides block k for every state of `front` (the states before it);
+  // leaves the states before block k + 1 there.
+  void Step(int k, std::vector<OffloadState>& front, const LpBound& lp) {
+    const OffloadBlock& x = blocks_[k];
+    children_.clear();
+    for (const OffloadState& st : front) {
+      const int64_t held = x.below - st.sigma;
+      if (held + InFlight(st, x.now, nullptr) + x.a > limit_) continue;
+      if (held + x.bwd + (st.last_off ? blocks_[k - 1].t : 0) > limit_) continue;
+      // The wait for block k-1's copy back, hidden by block k's backward.
+      auto wait_below = [&](bool recompute) {
+        return st.last_off ? ExtraWait(k - 1, recompute) : 0.0;
+      };
+      children_.push_back({st.sigma, st.cost + wait_below(false), st.count,
+                           st.node, st.off_node, false});
+      if (x.can_r) {
+        arena_.push_back({k, Action::kRecompute, st.node, -1, 0});
+        children_.push_back({st.sigma + x.s,
+                             st.cost + static_cast<double>(x.c) +
+                                 wait_below(true),
+                             st.count + 1,
+                             static_cast<int32_t>(arena_.size() - 1),
+                             st.off_node, false});
+      }
+      if (x.can_o) {
+        const double drained = Drained(st);
+        const double landed = std::max(x.now, drained) + x.out_ns;
+        arena_.push_back({k, Action::kOffload, st.node, st.off_node, landed});
+        const int32_t id = static_cast<int32_t>(arena_.size() - 1);
+        children_.push_back({st.sigma + x.t,
+                             st.cost + wait_below(false) + x.least_wait +
+                                 DrainWait(landed) - DrainWait(drained),
+                             st.count + 1, id, id, true});
+      }
+    }
+    st_->nodes += static_cast<int64_t>(children_.size());
+    // Finish, prune, then group by what the future depends on.
+    front.clear();
+    keyed_.clear();
+    for (const OffloadState& c : children_) {
+      if (k + 1 == n_) {
+        Offer(Finished(c, k), c.count, c.node);
+        continue;
+      }
+      std::vector<double> key = {c.last_off ? 1.0 : 0.0};
+      const int64_t in_flight = InFlight(c, x.now, &key);
+      if (c.sigma >= ahead_[k + 1] + in_flight + (c.last_off ? x.t : 0)) {
+        Offer(Finished(c, k), c.count, c.node);  // nothing more is needed
+        continue;
+      }
+      if (c.sigma < reach_[k + 1]) continue;
+      const int64_t rest = lp.LowerBound(ahead_[k + 1] - c.sigma);
+      if (rest >= kInf) continue;
+      // (A state that is not done may still finish with every block kept,
+      // its copies landing in time: no count added.)
+      const double bound = c.cost + static_cast<double>(rest);
+      if (bound > best_cost_ || (bound == best_cost_ && c.count >= best_count_)) {
+        continue;
+      }
+      keyed_.push_back({std::move(key), c, c.sigma - in_flight,
+                        std::max(x.now, Drained(c))});
+    }
+    // Within a group: more saving first; keep a state only if it is
+    // cheaper (cost, then count) than every one with more saving.
+    std::sort(keyed_.begin(), keyed_.end(), [](const Keyed& p, const Keyed& q) {
+      if (p.key != q.key) return p.key < q.key;
+      if (p.state.sigma != q.state.sigma) return p.state.sigma > q.state.sigma;
+      if (p.state.cost != q.state.cost) return p.state.cost < q.state.cost;
+      return p.state.count < q.state.count;
+    });
+    survivors_.clear();
+    for (size_t i = 0; i < keyed_.size();) {
+      size_t j = i;
+      double seen_cost = std::numeric_limits<double>::infinity();
+      int64_t seen_count = kInf;
+      for (; j < keyed_.size() && keyed_[j].key == keyed_[i].key; ++j) {
+        const OffloadState& c = keyed_[j].state;
+        if (c.cost < seen_cost || (c.cost == seen_cost && c.count < seen_count)) {
+          seen_cost = c.cost;
+          seen_count = c.count;
+          survivors_.push_back(j);
+        }
+      }
+      i = j;
+    }
+    DropDominated(front);
+  }
+
+  // Across groups: X dominates Y when X's saving with every copy in flight
+  // counted as never landing is at least Y's saving, X's copy engine is
+  // free no later, X did not offload block k unless Y did too, and X costs
+  // less (cost, then count). Then every completion of Y fits for X too
+  // (its moments hold no more; its later copies land no later) and costs
+  // X no more (the waits depend on the actions alone, the wait at the end
+  // of forward grows no faster from an earlier free time). A sweep by
+  // saving with a Fenwick tree over free times holding the least cost.
+  void DropDominated(std::vector<OffloadState>& front) {
+    const size_t m = survivors_.size();
+    std::vector<double> times;
+    times.reserve(m);
+    for (size_t i : survivors_) times.push_back(keyed_[i].free_at);
+    std::sort(times.begin(), times.end());
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    const int nt = static_cast<int>(times.size());
+    using Cost = std::pair<double, int64_t>;
+    const Cost none{std::numeric_limits<double>::infinity(), kInf};
+    // [0]: states that kept or recomputed block k; [1]: that offloaded it.
+    std::vector<Cost> least[2] = {std::vector<Cost>(nt + 1, none),
+                                  std::vector<Cost>(nt + 1, none)};
+    auto rank = [&](double t) {
+      return static_cast<int>(std::lower_bound(times.begin(), times.end(), t) -
+                              times.begin()) + 1;
+    };
+    auto insert = [&](std::vector<Cost>& tree, int r, Cost c) {
+      for (; r <= nt; r += r & -r) tree[r] = std::min(tree[r], c);
+    };
+    auto query = [&](const std::vector<Cost>& tree, int r) {
+      Cost c = none;
+      for (; r > 0; r -= r & -r) c = std::min(c, tree[r]);
+      return c;
+    };
+    std::vector<size_t> by_guaranteed(survivors_), by_saving(survivors_);
+    std::sort(by_guaranteed.begin(), by_guaranteed.end(), [&](size_t a, size_t b) {
+      return keyed_[a].guaranteed > keyed_[b].guaranteed;
+    });
+    std::sort(by_saving.begin(), by_saving.end(), [&](size_t a, size_t b) {
+      return keyed_[a].state.sigma > keyed_[b].state.sigma;
+    });
+    size_t next = 0;
+    for (size_t y : by_saving) {
+      const Keyed& ky = keyed_[y];
+      for (; next < m && keyed_[by_guaranteed[next]].guaranteed >= ky.state.sigma;
+           ++next) {
+        const Keyed& kx = keyed_[by_guaranteed[next]];
+        insert(least[kx.state.last_off], rank(kx.free_at),
+               {kx.state.cost, kx.state.count});
+      }
+      const int r = rank(ky.free_at);
+      Cost best = query(least[0], r);
+      if (ky.state.last_off) best = std::min(best, query(least[1], r));
+      // Strictly cheaper: a state never drops itself.
+      if (best < Cost{ky.state.cost, ky.state.count}) continue;
+      front.push_back(ky.state);
+    }
+  }
+
+  struct Keyed {
+    std::vector<double> key;  // last_off, then the copies in flight
+    OffloadState state;
+    int64_t guaranteed;  // sigma less the bytes of the copies in flight
+    double free_at;      // when the copy engine takes the next copy
+  };
+
+  const PlanProblem& problem_;
+  const int n_;
+  const int64_t limit_;
+  const int64_t max_nodes_;
+  const std::chrono::nanoseconds time_limit_;
+  const std::chrono::steady_clock::time_point start_;
+  ExactStats* st_;
+  std::vector<OffloadBlock> blocks_;
+  std::vector<int64_t> need_, ahead_, reach_;
+  std::vector<Item> items_, by_rank_;
+  std::vector<int> rank_of_;
+  std::vector<OffloadNode> arena_;
+  std::vector<OffloadState> children_;
+  std::vector<Keyed> keyed_;
+  std::vector<size_t> survivors_;  // of keyed_, Pareto within their group
+  double best_cost_ = std::numeric_limits<double>::infinity();
+  int64_t best_count_ = kInf;
+  int32_t best_node_ = -2;  // -2: the plan to beat, not found here
+  double lower_bound_ = 0;
+};
+
+}  // namespace
+
+std::vector<Action> SolveExact(const PlanProblem& problem,
+                               const ExactOptions& options,
+                               ExactStats* stats) {
+  ExactStats local_stats;
+  ExactStats& st = stats != nullptr ? *stats : local_stats;
+  std::vector<Action> actions = SolveRecompute(problem, options, st);
+  if (!problem.has_link() || st.keep_all_fits) return actions;
+  // The recompute plan is the one to beat (when it fits); the search with
+  // OFFLOAD starts its count of work afresh.
+  const StepSimulation base = SimulateStep(problem, actions);
+  const bool base_fits = !st.infeasible;
+  const double base_cost = base_fits ? static_cast<double>(base.recompute_ns +
+                                                           base.exposed_transfer_ns)
+                                     : std::numeric_limits<double>::infinity();
+  int64_t base_count = 0;
+  for (Action a : actions) base_count += a != Action::kKeep;
+  const int64_t heuristic = st.cost_ns;
+  st = ExactStats();
+  st.heuristic_cost_ns = heuristic;
+  OffloadSearch search(problem, options, &st);
+  const bool complete = search.Run(base_cost, base_fits ? base_count : kInf);
+  st.infeasible = !base_fits && !search.found();
+  if (st.infeasible) {
+    // No plan fits: the smallest peak without offloading (recompute-only
+    // search's answer).
+    return actions;
+  }
+  if (search.found()) actions = search.BestActions();
+  st.cost_ns = static_cast<int64_t>(std::ceil(search.best_cost()));
+  st.lower_bound_ns = static_cast<int64_t>(std::floor(
+      complete ? search.best_cost() : search.lower_bound()));
   return actions;
 }
 

@@ -27,12 +27,13 @@ struct ExactStats {
   int64_t states = 0;          // front states kept, summed over steps
   int64_t max_front = 0;       // largest front
   int64_t root_bound_ns = 0;   // min over j of the per-j LP lower bound
-  int64_t cost_ns = 0;         // the optimum's recompute time
+  int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
   int64_t heuristic_cost_ns = 0;  // best after the small-core pass
   int64_t nodes = 0;           // search states examined (the work measure)
   int fixed = 0;               // candidates fixed by their reduced cost
   // The search hit ExactOptions::max_nodes or time_limit: the plan is the
-  // best one found (it fits whenever any plan fits) but not proven optimal.
+  // best one found (it fits whenever any plan fits, or with a link
+  // whenever a plan without OFFLOAD fits) but not proven optimal.
   bool stopped_at_limit = false;
   // No plan that fits costs less (cost_ns when proven optimal; else the
   // least bound over the states the search had left). Set when the search
@@ -47,7 +48,8 @@ struct ExactOptions {
   // a billion) only stops a search after tens of seconds: it is a safety
   // valve, not a latency target. A daemon that must answer within a
   // deadline sets its own (about 2^22 per 100 ms). At most 2^30 are used
-  // whatever this says (the search's node ids are 32-bit).
+  // whatever this says (the search's node ids are 32-bit), and at most
+  // 2^22 by the search with OFFLOAD (its states are larger).
   int64_t max_nodes = int64_t{1} << 30;
   // Time limit from the call's start (zero: none), checked where max_nodes
   // is, so it is overshot by at most two fronts' worth of states. The
@@ -56,9 +58,13 @@ struct ExactOptions {
   std::chrono::nanoseconds time_limit{0};
 };
 
-// Actions of the optimal plan for `problem` (see solver.cc for the model
-// and the order that breaks ties). When no plan fits, the plan with the
-// smallest reachable peak. Non-checkpointable blocks are always KEEP.
+// Actions of the optimal plan for `problem` (exact_solver.cc says how and
+// the order that breaks ties): the least recompute time, or with a host
+// link (problem.has_link()) the least recompute plus exposed transfer
+// time over KEEP, RECOMPUTE and OFFLOAD. When no plan fits, the plan with
+// the smallest peak without offloading. Non-checkpointable blocks are
+// always KEEP. With a link, `stats` describes the search with OFFLOAD
+// (cost_ns and lower_bound_ns in recompute plus exposed time).
 //
 // Preconditions: every act_bytes, input_bytes and forward_ns is >= 0, and
 // base_bytes plus the sum of all act_bytes fits in int64 with room to spare

@@ -83,8 +83,8 @@ struct Plan {
   // Transfer time that compute does not hide (SimulateStep).
   int64_t exposed_transfer_ns = 0;
   std::string solver;                // the solver that made it
-  // Exact solvers only: how much cheaper (recompute_ns) a fitting plan
-  // could still be; 0 when proven optimal, more when the search stopped at
+  // Exact solvers only: how much cheaper (recompute_ns plus
+  // exposed_transfer_ns) a fitting plan could still be; 0 when proven optimal, more when the search stopped at
   // its work or time limit. Unset for heuristics, which prove nothing.
   std::optional<int64_t> optimality_gap_ns;
 };

@@ -263,11 +263,15 @@ class ExactSolver final : public Solver {
                       : "kept: recomputing would not lower the peak";
     });
     plan.optimality_gap_ns =
-        stats.stopped_at_limit ? plan.recompute_ns - stats.lower_bound_ns : 0;
+        stats.stopped_at_limit
+            ? std::max<int64_t>(0, plan.recompute_ns +
+                                       plan.exposed_transfer_ns -
+                                       stats.lower_bound_ns)
+            : 0;
     if (stats.stopped_at_limit) {
       const std::string note = absl::StrCat(
           internal::kStoppedAtLimitNote, " (at most ", *plan.optimality_gap_ns,
-          " ns of recompute above the best possible)");
+          " ns above the best possible)");
       for (size_t i = 0; i < problem.blocks.size(); ++i) {
         if (problem.blocks[i].checkpointable) plan.reasons[i] += note;
       }

@@ -182,6 +182,112 @@ TEST_CASE("exact matches brute force on small instances") {
   CHECK(instances - infeasible - keep_all > 3000);
 }
 
+// Every plan over KEEP, RECOMPUTE and OFFLOAD of the checkpointable blocks
+// (3^n), scored by the shared memory model: peak, and cost = recompute
+// plus exposed transfer time.
+struct Scored3 {
+  int64_t peak;
+  int64_t cost;
+  bool offloads;
+};
+
+std::vector<Scored3> Enumerate3(const PlanProblem& p) {
+  std::vector<int> ckpt;
+  for (size_t i = 0; i < p.blocks.size(); ++i) {
+    if (p.blocks[i].checkpointable) ckpt.push_back(static_cast<int>(i));
+  }
+  std::vector<Scored3> out;
+  std::vector<Action> actions(p.blocks.size(), Action::kKeep);
+  std::vector<int> digit(ckpt.size(), 0);
+  while (true) {
+    bool offloads = false;
+    for (size_t b = 0; b < ckpt.size(); ++b) {
+      actions[ckpt[b]] = static_cast<Action>(digit[b]);
+      offloads = offloads || digit[b] == 2;
+    }
+    const StepSimulation sim = SimulateStep(p, actions);
+    out.push_back({sim.peak_bytes, sim.recompute_ns + sim.exposed_transfer_ns,
+                   offloads});
+    size_t b = 0;
+    while (b < digit.size() && ++digit[b] == 3) digit[b++] = 0;
+    if (b == digit.size()) break;
+  }
+  return out;
+}
+
+TEST_CASE("exact with a host link matches brute force over all 3^n plans") {
+  std::mt19937_64 rng(777);
+  auto exact = NewSolver("exact");
+  REQUIRE(exact.ok());
+  int instances = 0, infeasible = 0, offloaded = 0, needs_offload = 0;
+  for (int iter = 0; iter < 700; ++iter) {
+    const int n = iter < 600 ? 1 + static_cast<int>(rng() % 8)
+                             : 9 + static_cast<int>(rng() % 2);
+    PlanProblem p = RandomProblem(rng, n, static_cast<Kind>(iter % 3));
+    // Links from "lands at once" to slower than the whole forward (bytes
+    // are hundreds, forward times tens of ns), not always symmetric; some
+    // blocks with measured transfer and backward times.
+    static constexpr double kLinks[] = {1e15, 5e10, 1e10, 2e9, 5e8};
+    p.d2h_bytes_per_s = kLinks[rng() % 5];
+    p.h2d_bytes_per_s = rng() % 4 ? p.d2h_bytes_per_s : kLinks[rng() % 5];
+    for (BlockCost& b : p.blocks) {
+      if (rng() % 4 == 0) b.transfer_bytes = static_cast<int64_t>(rng() % 800);
+      if (rng() % 4 == 0) b.backward_ns = static_cast<int64_t>(rng() % 200);
+    }
+    const std::vector<Scored3> all = Enumerate3(p);
+    int64_t min_peak = kInf, min_peak_no_offload = kInf;
+    for (const Scored3& s : all) {
+      min_peak = std::min(min_peak, s.peak);
+      if (!s.offloads) min_peak_no_offload = std::min(min_peak_no_offload, s.peak);
+    }
+    const int64_t p0 = KeepAllPeak(p);
+    std::vector<int64_t> limits = {min_peak - 1, min_peak, min_peak_no_offload,
+                                   min_peak_no_offload - 1, p0,
+                                   (min_peak + p0) / 2};
+    for (int r = 0; r < 3; ++r) {
+      limits.push_back(
+          std::uniform_int_distribution<int64_t>(min_peak - 50, p0 + 50)(rng));
+    }
+    for (int64_t limit : limits) {
+      p.margin_bytes = 0;
+      p.budget_bytes = std::max<int64_t>(1, limit);
+      bool feasible = false;
+      int64_t best = kInf;
+      for (const Scored3& s : all) {
+        if (s.peak > p.limit_bytes()) continue;
+        feasible = true;
+        best = std::min(best, s.cost);
+      }
+      INFO("iter " << iter << " n=" << n << " limit=" << p.limit_bytes()
+                   << " link " << p.d2h_bytes_per_s << "/" << p.h2d_bytes_per_s
+                   << " best " << best);
+      const Plan plan = (*exact)->Solve(p);
+      REQUIRE(plan.actions.size() == p.blocks.size());
+      REQUIRE(plan.feasible == feasible);
+      ++instances;
+      if (!feasible) {
+        ++infeasible;
+        continue;
+      }
+      CHECK(plan.predicted_peak_bytes <= p.limit_bytes());
+      // The search adds the same times in another order: a rounding apart.
+      const int64_t cost = plan.recompute_ns + plan.exposed_transfer_ns;
+      CHECK(cost >= best);
+      CHECK(cost <= best + 1);
+      CHECK(plan.optimality_gap_ns == 0);
+      const bool offloads =
+          std::count(plan.actions.begin(), plan.actions.end(),
+                     Action::kOffload) > 0;
+      offloaded += offloads;
+      needs_offload += p.limit_bytes() < min_peak_no_offload;
+    }
+  }
+  CHECK(instances > 5000);
+  CHECK(infeasible > 500);
+  CHECK(offloaded > 1000);
+  CHECK(needs_offload > 150);  // fits only with OFFLOAD
+}
+
 // An independent exact reference for larger chains whose savings are small
 // integers: a DP along the chain over saving values (not subsets), with the
 // needs of the memory model v2 written out from MemoryOf.
@@ -455,6 +561,45 @@ TEST_CASE("identical layers: states of equal saving merge, work stays small") {
     CHECK(st.max_front <= 1000);
     CHECK(st.nodes <= 2000000);
   }
+}
+
+TEST_CASE("with a link, a stopped search still fits and bounds its gap") {
+  std::mt19937_64 rng(99);
+  int stopped = 0;
+  for (int iter = 0; iter < 200; ++iter) {
+    PlanProblem p = RandomProblem(rng, 10, static_cast<Kind>(iter % 3));
+    p.d2h_bytes_per_s = p.h2d_bytes_per_s = iter % 2 ? 1e10 : 2e9;
+    const int64_t p0 = KeepAllPeak(p);
+    p.budget_bytes = p0 - static_cast<int64_t>(rng() % (p0 / 2 + 1));
+    const Plan reference = (*NewSolver("exact"))->Solve(p);
+    internal::ExactOptions options;
+    options.max_nodes = static_cast<int64_t>(rng() % 40);
+    internal::ExactStats st;
+    internal::SolveExact(p, options, &st);
+    const Plan plan = internal::NewExactSolver(options)->Solve(p);
+    INFO("iter " << iter);
+    // The plan to beat fits whenever a plan without OFFLOAD does.
+    if (reference.feasible && reference.exposed_transfer_ns == 0 &&
+        std::count(reference.actions.begin(), reference.actions.end(),
+                   Action::kOffload) == 0) {
+      CHECK(plan.feasible);
+    }
+    if (!plan.feasible) continue;
+    REQUIRE(plan.optimality_gap_ns.has_value());
+    const int64_t cost = plan.recompute_ns + plan.exposed_transfer_ns;
+    const int64_t optimum =
+        reference.recompute_ns + reference.exposed_transfer_ns;
+    CHECK(cost + 1 >= optimum);
+    CHECK(HasStopNote(plan) == st.stopped_at_limit);
+    if (st.stopped_at_limit) {
+      ++stopped;
+      CHECK(*plan.optimality_gap_ns >= 0);
+      CHECK(cost - *plan.optimality_gap_ns <= optimum + 1);
+    } else {
+      CHECK(*plan.optimality_gap_ns == 0);
+    }
+  }
+  CHECK(stopped > 20);
 }
 
 TEST_CASE("the work limit returns the best plan found, flagged, never over") {
