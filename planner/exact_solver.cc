@@ -505,10 +505,10 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // SimulateStep; a plan's cost here can differ from SimulateStep's by a
 // rounding, never more.
 // The most states the search with OFFLOAD examines, whatever
-// ExactOptions::max_nodes says: each keeps a node (32 bytes) and more
-// bookkeeping than a recompute state, so this bounds its memory to a few
-// hundred MiB and its time to a few seconds.
-constexpr int64_t kMaxOffloadNodes = int64_t{1} << 22;
+// ExactOptions::max_nodes says: each keeps a node (32 bytes) and costs
+// up to 2 microseconds of bookkeeping (its copies in flight), so this
+// bounds the search to about 2 seconds and 100 MiB.
+constexpr int64_t kMaxOffloadNodes = int64_t{1} << 20;
 
 struct OffloadBlock {
   int64_t below = 0;  // A_k: base plus the a_i of the blocks below

@@ -49,7 +49,7 @@ struct ExactOptions {
   // valve, not a latency target. A daemon that must answer within a
   // deadline sets its own (about 2^22 per 100 ms). At most 2^30 are used
   // whatever this says (the search's node ids are 32-bit), and at most
-  // 2^22 by the search with OFFLOAD (its states are larger).
+  // 2^20 by the search with OFFLOAD (its states cost more).
   int64_t max_nodes = int64_t{1} << 30;
   // Time limit from the call's start (zero: none), checked where max_nodes
   // is, so it is overshot by at most two fronts' worth of states. The
