@@ -494,14 +494,18 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // copies still in flight (their blocks and landing times: what the future
 // moments depend on). States with the same copies in flight and the same
 // last action compare on (sigma, cost, count) alone: a Pareto front per
-// such group, as in the recompute search. Pruned as there: a state that
-// cannot reach a later need even with every block left at its larger
-// saving; a state whose cost plus the LP bound over the items left (each
-// block's recompute at forward_ns, its offload at the least wait it can
-// expose) reaches the best plan; a state that meets every need ahead
-// whatever comes (it finishes with every block left kept). The last block
-// is never recomputed or offloaded (neither lowers any moment), nor is a
-// block whose saving is not positive. Times are doubles, as in
+// such group, as in the recompute search, and across groups as
+// DropDominated says. Pruned as there: a state that cannot reach a later
+// need even with every block left at its larger saving; a state whose cost
+// plus the LP bound over the items left (each block's recompute at
+// forward_ns, its offload at the least wait it can expose) reaches the
+// best plan; a state that meets every need ahead whatever comes (it
+// finishes with every block left kept). An offload's least wait is charged
+// when it is chosen and the wait at the end of forward as each copy is
+// queued, so a state's cost is already most of what it will cost. The
+// last block is never recomputed or offloaded (neither lowers any moment),
+// nor is a block whose saving is not positive, nor offloaded a block whose
+// recompute is never worse (see the constructor). Times are doubles, as in
 // SimulateStep; a plan's cost here can differ from SimulateStep's by a
 // rounding, never more.
 // The most states the search with OFFLOAD examines, whatever
@@ -542,8 +546,7 @@ class OffloadSearch {
  public:
   OffloadSearch(const PlanProblem& problem, const ExactOptions& options,
                 ExactStats* st)
-      : problem_(problem),
-        n_(static_cast<int>(problem.blocks.size())),
+      : n_(static_cast<int>(problem.blocks.size())),
         limit_(problem.limit_bytes()),
         max_nodes_(std::min<int64_t>(options.max_nodes, kMaxOffloadNodes)),
         time_limit_(options.time_limit),
@@ -889,7 +892,6 @@ class OffloadSearch {
     double free_at;      // when the copy engine takes the next copy
   };
 
-  const PlanProblem& problem_;
   const int n_;
   const int64_t limit_;
   const int64_t max_nodes_;
