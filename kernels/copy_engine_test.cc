@@ -189,13 +189,16 @@ TEST_CASE("an engine destroyed with copies queued finishes them first") {
 }
 
 TEST_CASE("MeasureLink reads the emulated link's speed each way") {
-  for (double gbps : {0.5, 2.0}) {
+  // Slow links and 4 MiB (10 to 40 ms a copy), so that the copy thread's
+  // scheduling on a busy machine (tests run side by side, some under the
+  // sanitizers) cannot dominate what is measured.
+  for (double gbps : {0.1, 0.4}) {
     CopyEngineOptions options;
     options.link_bytes_per_s = gbps * 1e9;
     auto engine = NewCpuCopyEngine(options);
-    std::vector<unsigned char> device = RandomBytes(size_t{8} << 20, 9);
+    std::vector<unsigned char> device = RandomBytes(size_t{4} << 20, 9);
     const std::vector<unsigned char> before = device;
-    auto link = MeasureLink(engine.get(), device.data(), int64_t{8} << 20);
+    auto link = MeasureLink(engine.get(), device.data(), int64_t{4} << 20);
     REQUIRE(link.ok());
     INFO(gbps << " GB/s: d2h " << link->d2h_bytes_per_s << ", h2d "
               << link->h2d_bytes_per_s);
@@ -203,7 +206,7 @@ TEST_CASE("MeasureLink reads the emulated link's speed each way") {
     // add to it.
     for (double measured : {link->d2h_bytes_per_s, link->h2d_bytes_per_s}) {
       CHECK(measured <= gbps * 1e9 * 1.02);
-      CHECK(measured >= gbps * 1e9 * 0.5);
+      CHECK(measured >= gbps * 1e9 * 0.25);
     }
     CHECK(device == before);
   }

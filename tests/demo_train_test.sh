@@ -95,7 +95,7 @@ wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
 start_daemon "$dir/state2"
 "$train" --planner "$address" --steps 30 --depth 3 --width 64 --heads 2 \
   --ffn 128 --max-seq 256 --median-seq 90 --budget-fraction 0.45 --seed 3 \
-  --threads 1 --solver delta --host-link-gbps 4 >"$dir/link.out" 2>&1
+  --threads 1 --solver delta --host-link-gbps 8 >"$dir/link.out" 2>&1
 [ $? -le 3 ] || fail "delta against rematd: $(tail -5 "$dir/link.out")"
 grep -qE "^step .* offload [1-9]" "$dir/link.out" ||
   fail "rematd planned no OFFLOAD from the measured link: $(tail -5 "$dir/link.out")"
