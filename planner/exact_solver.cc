@@ -544,13 +544,14 @@ struct OffloadState {
 
 class OffloadSearch {
  public:
+  // `start`: when the call began (ExactOptions::time_limit counts from it).
   OffloadSearch(const PlanProblem& problem, const ExactOptions& options,
-                ExactStats* st)
+                std::chrono::steady_clock::time_point start, ExactStats* st)
       : n_(static_cast<int>(problem.blocks.size())),
         limit_(problem.limit_bytes()),
         max_nodes_(std::min<int64_t>(options.max_nodes, kMaxOffloadNodes)),
         time_limit_(options.time_limit),
-        start_(std::chrono::steady_clock::now()),
+        start_(start),
         st_(st) {
     blocks_.resize(n_);
     double now = 0;
@@ -917,6 +918,7 @@ class OffloadSearch {
 std::vector<Action> SolveExact(const PlanProblem& problem,
                                const ExactOptions& options,
                                ExactStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
   ExactStats local_stats;
   ExactStats& st = stats != nullptr ? *stats : local_stats;
   std::vector<Action> actions = SolveRecompute(problem, options, st);
@@ -933,7 +935,7 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   const int64_t heuristic = st.cost_ns;
   st = ExactStats();
   st.heuristic_cost_ns = heuristic;
-  OffloadSearch search(problem, options, &st);
+  OffloadSearch search(problem, options, start, &st);
   const bool complete = search.Run(base_cost, base_fits ? base_count : kInf);
   st.infeasible = !base_fits && !search.found();
   if (st.infeasible) {
