@@ -27,11 +27,16 @@ struct Scored {
   int64_t count;
 };
 
-std::vector<Scored> Enumerate(const PlanProblem& p) {
+std::vector<int> CheckpointableBlocks(const PlanProblem& p) {
   std::vector<int> ckpt;
   for (size_t i = 0; i < p.blocks.size(); ++i) {
     if (p.blocks[i].checkpointable) ckpt.push_back(static_cast<int>(i));
   }
+  return ckpt;
+}
+
+std::vector<Scored> Enumerate(const PlanProblem& p) {
+  const std::vector<int> ckpt = CheckpointableBlocks(p);
   std::vector<Scored> out;
   out.reserve(size_t{1} << ckpt.size());
   std::vector<Action> actions(p.blocks.size(), Action::kKeep);
@@ -192,10 +197,7 @@ struct Scored3 {
 };
 
 std::vector<Scored3> Enumerate3(const PlanProblem& p) {
-  std::vector<int> ckpt;
-  for (size_t i = 0; i < p.blocks.size(); ++i) {
-    if (p.blocks[i].checkpointable) ckpt.push_back(static_cast<int>(i));
-  }
+  const std::vector<int> ckpt = CheckpointableBlocks(p);
   std::vector<Scored3> out;
   std::vector<Action> actions(p.blocks.size(), Action::kKeep);
   std::vector<int> digit(ckpt.size(), 0);
