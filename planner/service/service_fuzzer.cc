@@ -132,12 +132,22 @@ std::shared_ptr<const remat::ModelSpec> SpecOf(const remat::PlannerCore& core,
   return *spec;
 }
 
+// The daemon's defaults with a short solve: the fuzzer checks what a
+// request does to the daemon's state, not how good a plan is, and inputs
+// whose samples carry a host link would otherwise spend the whole 40 ms
+// deadline in the search with OFFLOAD, run after run.
+remat::CoreOptions FuzzCoreOptions() {
+  remat::CoreOptions options = remat::ToCoreOptions(remat::DefaultDaemonConfig());
+  options.solve_time_limit_ms = 2;
+  return options;
+}
+
 class Harness {
  public:
   Harness()
       : path_(remat::fuzz::TempDir::Path() + "/rematd.wal"),
         core_(std::make_unique<remat::PlannerCore>(
-            remat::ToCoreOptions(remat::DefaultDaemonConfig()))) {
+            FuzzCoreOptions())) {
     ::unlink(path_.c_str());
     remat::WalRecovery recovery;
     auto wal = remat::Wal::Open(
@@ -335,7 +345,7 @@ class Harness {
     service_.reset();
     wal_.reset();
     remat::PlannerCore replayed(
-        remat::ToCoreOptions(remat::DefaultDaemonConfig()));
+        FuzzCoreOptions());
     remat::WalRecovery recovery;
     auto wal = remat::Wal::Open(
         path_,
