@@ -13,6 +13,12 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
 
+#include "kernels/cuda_copy_engine.h"
+
+#ifdef REMAT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace remat {
 
 // One storage on its way to host and back.
@@ -73,6 +79,66 @@ namespace {
 
 thread_local Offloader* t_current = nullptr;
 
+// Whether Run moves a saved tensor with this storage (Offloader::Pack and
+// MeasureTransfer): big enough and not one that stays on the device.
+bool Movable(const at::Tensor& tensor,
+             const std::unordered_set<const void*>& stays, int64_t min_bytes) {
+  return tensor.defined() && tensor.layout() == at::kStrided &&
+         tensor.has_storage() &&
+         stays.count(tensor.storage().unsafeGetStorageImpl()) == 0 &&
+         static_cast<int64_t>(tensor.storage().nbytes()) >= min_bytes;
+}
+
+// The storages of `input` and `resident`, which stay on the device.
+std::unordered_set<const void*> Staying(const at::Tensor& input,
+                                        const std::vector<at::Tensor>& resident) {
+  std::unordered_set<const void*> stays;
+  auto stay = [&](const at::Tensor& t) {
+    if (t.defined() && t.has_storage()) {
+      stays.insert(t.storage().unsafeGetStorageImpl());
+    }
+  };
+  stay(input);
+  for (const at::Tensor& t : resident) stay(t);
+  return stays;
+}
+
+// What MeasureTransfer counts for the block running on this thread.
+struct TransferCount {
+  std::unordered_set<const void*> stays;
+  int64_t min_bytes = 0;
+  // Each storage once; pinned (as OffloadedStorage::identity) so that no
+  // other storage takes its address while the block runs.
+  std::unordered_map<const void*, int64_t> counted;
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> identities;
+
+  void Count(const at::Tensor& tensor) {
+    if (!Movable(tensor, stays, min_bytes)) return;
+    const c10::Storage& storage = tensor.storage();
+    if (counted.emplace(storage.unsafeGetStorageImpl(),
+                        static_cast<int64_t>(storage.nbytes()))
+            .second) {
+      identities.push_back(storage.getWeakStorageImpl());
+    }
+  }
+};
+
+thread_local TransferCount* t_count = nullptr;
+
+// The hooks of a saved tensor while MeasureTransfer counts: kept on the
+// device as without hooks, counted.
+class CountHooks final : public torch::autograd::SavedVariableHooks {
+ public:
+  void call_pack_hook(const at::Tensor& tensor) override {
+    t_count->Count(tensor);
+    kept_ = tensor.detach();  // as OffloadHooks keeps what stays
+  }
+  at::Tensor call_unpack_hook() override { return kept_; }
+
+ private:
+  at::Tensor kept_;
+};
+
 // The hooks of one saved tensor: its storage's record and how to view it.
 class OffloadHooks final : public torch::autograd::SavedVariableHooks {
  public:
@@ -115,8 +181,9 @@ class OffloadEngine final : public torch::autograd::Engine {
  public:
   std::unique_ptr<torch::autograd::SavedVariableHooks>
   get_default_saved_variable_hooks() override {
-    if (t_current == nullptr) return nullptr;
-    return std::make_unique<OffloadHooks>(t_current);
+    if (t_current != nullptr) return std::make_unique<OffloadHooks>(t_current);
+    if (t_count != nullptr) return std::make_unique<CountHooks>();
+    return nullptr;
   }
 };
 
@@ -159,14 +226,19 @@ class PrefetchFunction : public torch::autograd::Function<PrefetchFunction> {
   }
 };
 
-// Restores the thread's current offloader on scope exit.
-class CurrentScope {
+// Sets a thread-local pointer (t_current, t_count) for the scope.
+template <typename T>
+class ThreadScope {
  public:
-  explicit CurrentScope(Offloader* o) : previous_(t_current) { t_current = o; }
-  ~CurrentScope() { t_current = previous_; }
+  ThreadScope(T** slot, T* value)
+      : slot_(slot), previous_(std::exchange(*slot, value)) {}
+  ~ThreadScope() { *slot_ = previous_; }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
 
  private:
-  Offloader* previous_;
+  T** slot_;
+  T* previous_;
 };
 
 }  // namespace
@@ -193,17 +265,10 @@ at::Tensor Offloader::Run(
     std::shared_ptr<OffloadGroup>* group) {
   group_ = std::make_shared<OffloadGroup>();
   *group = group_;
-  stays_.clear();
-  auto stay = [&](const at::Tensor& t) {
-    if (t.defined() && t.has_storage()) {
-      stays_.insert(t.storage().unsafeGetStorageImpl());
-    }
-  };
-  stay(input);
-  for (const at::Tensor& t : resident) stay(t);
+  stays_ = Staying(input, resident);
   at::Tensor output;
   {
-    CurrentScope scope(this);
+    ThreadScope<Offloader> scope(&t_current, this);
     output = block(input);
   }
   // A saved tensor that is the output itself: the next block holds it on
@@ -223,16 +288,11 @@ at::Tensor Offloader::Run(
 }
 
 std::shared_ptr<OffloadedStorage> Offloader::Pack(const at::Tensor& tensor) {
-  if (!tensor.defined() || tensor.layout() != at::kStrided ||
-      !tensor.has_storage() || group_ == nullptr) {
+  if (group_ == nullptr || !Movable(tensor, stays_, options_.min_bytes)) {
     return nullptr;
   }
   const c10::Storage& storage = tensor.storage();
   const void* key = storage.unsafeGetStorageImpl();
-  if (stays_.count(key) > 0 ||
-      static_cast<int64_t>(storage.nbytes()) < options_.min_bytes) {
-    return nullptr;
-  }
   if (auto known = moved_[key].lock()) {  // the same storage (identity)
     auto& mine = group_->storages_;
     if (std::find(mine.begin(), mine.end(), known) == mine.end()) {
@@ -281,6 +341,54 @@ at::Tensor Offloader::PrefetchOnBackward(const at::Tensor& x,
   auto state = c10::make_intrusive<PrefetchState>();
   state->group = std::move(group);
   return PrefetchFunction::apply(x, std::move(state));
+}
+
+at::Tensor MeasureTransfer(
+    const std::function<at::Tensor(const at::Tensor&)>& block,
+    const at::Tensor& input, const std::vector<at::Tensor>& resident,
+    const OffloadOptions& options, int64_t* transfer_bytes) {
+  InstallOffloadEngine();
+  TransferCount count;
+  count.stays = Staying(input, resident);
+  count.min_bytes = options.min_bytes;
+  at::Tensor output;
+  {
+    ThreadScope<TransferCount> scope(&t_count, &count);
+    output = block(input);
+  }
+  // The output stays on the device (the next block holds it).
+  if (output.defined() && output.has_storage()) {
+    count.counted.erase(output.storage().unsafeGetStorageImpl());
+  }
+  int64_t bytes = 0;
+  for (const auto& [key, n] : count.counted) bytes += n;
+  *transfer_bytes = bytes;
+  return output;
+}
+
+absl::StatusOr<std::unique_ptr<kernels::CopyEngine>> NewCopyEngine(
+    const c10::Device& device, const kernels::CopyEngineOptions& options) {
+  if (device.is_cpu()) return kernels::NewCpuCopyEngine(options);
+  if (!device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        "remat offload: no copy engine for device " + device.str() +
+        " (cpu or cuda)");
+  }
+#ifdef REMAT_WITH_CUDA
+  kernels::CudaCopyEngineOptions cuda;
+  cuda.engine = options;
+  cuda.device_index = device.has_index() ? device.index() : 0;
+  cuda.compute_stream = [index = cuda.device_index] {
+    return static_cast<void*>(
+        c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index))
+            .stream());
+  };
+  return kernels::NewCudaCopyEngine(cuda);
+#else
+  return absl::InvalidArgumentError(
+      "remat offload: a copy engine for " + device.str() +
+      " needs a build with CUDA (--config=cuda)");
+#endif
 }
 
 }  // namespace remat

@@ -35,7 +35,9 @@
 #include <vector>
 
 #include <ATen/Tensor.h>
+#include <c10/core/Device.h>
 
+#include "absl/status/statusor.h"
 #include "kernels/copy_engine.h"
 
 namespace remat {
@@ -102,6 +104,26 @@ class Offloader {
   // Every storage offloaded in this pass, so each moves once.
   std::unordered_map<const void*, std::weak_ptr<OffloadedStorage>> moved_;
 };
+
+// Runs block(input) with grad mode as it is, moving nothing, and returns
+// its output; `*transfer_bytes` receives what Offloader::Run would have
+// sent to host for it: the storages autograd saved, each once, less those
+// of `resident`, the input, the output and those under options.min_bytes.
+// A storage that two blocks save counts for each (Run moves it once). For
+// the collector: a COLLECT step measures it as it runs.
+at::Tensor MeasureTransfer(
+    const std::function<at::Tensor(const at::Tensor&)>& block,
+    const at::Tensor& input, const std::vector<at::Tensor>& resident,
+    const OffloadOptions& options, int64_t* transfer_bytes);
+
+// The copy engine for tensors on `device`: the CPU reference engine on the
+// CPU; on a CUDA device (in a --config=cuda build) the CUDA engine
+// (kernels/cuda_copy_engine.h), ordered after LibTorch's current stream on
+// the thread that offloads or prefetches. INVALID_ARGUMENT for any other
+// device, for CUDA in a build without it, and for an emulated link
+// (options.link_bytes_per_s) on a GPU.
+absl::StatusOr<std::unique_ptr<kernels::CopyEngine>> NewCopyEngine(
+    const c10::Device& device, const kernels::CopyEngineOptions& options = {});
 
 }  // namespace remat
 

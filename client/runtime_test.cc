@@ -24,8 +24,10 @@
 #include <catch2/catch.hpp>
 
 #include "client/checkpoint.h"
+#include "client/offload.h"
 #include "client/runtime.h"
 #include "collector/cpu_memory_tracker.h"
+#include "collector/cuda_memory_source.h"
 #include "collector/torch_compat.h"
 #include "collector/trace_recorder.h"
 #include "kernels/copy_engine.h"
@@ -80,10 +82,11 @@ struct Result {
 };
 
 Result RunStep(CheckpointedSequential& model, const std::vector<Action>& plan,
-               bool input_requires_grad = true, int64_t seed = 123) {
+               bool input_requires_grad = true, int64_t seed = 123,
+               torch::Device device = torch::kCPU) {
   for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
   torch::manual_seed(99);
-  torch::Tensor x = torch::randn({5, 8});
+  torch::Tensor x = torch::randn({5, 8}).to(device);
   if (input_requires_grad) x.requires_grad_(true);
   torch::manual_seed(seed);
   torch::Tensor loss = model->forward(x, plan).pow(2).mean();
@@ -95,7 +98,7 @@ Result RunStep(CheckpointedSequential& model, const std::vector<Action>& plan,
     REQUIRE(item.value().grad().defined());
     r.grads[item.key()] = item.value().grad().clone();
   }
-  r.rng_after = torch::rand({4});
+  r.rng_after = torch::rand({4}, device);
   return r;
 }
 
@@ -400,6 +403,101 @@ TEST_CASE("offloaded activations leave the device's footprint",
   CHECK(engine->stats().pending_copies == 0);
 }
 
+// Why a [cuda] case cannot run here, or empty when it can.
+std::string CudaSkipReason() {
+#ifndef REMAT_WITH_CUDA
+  return "built without --config=cuda";
+#else
+  if (!torch::cuda::is_available()) {
+    return "no GPU (torch::cuda::is_available() is false)";
+  }
+  return "";
+#endif
+}
+
+// What the CUDA caching allocator holds for tensors on GPU 0.
+int64_t CudaAllocatedBytes() {
+#ifdef REMAT_WITH_CUDA
+  return CudaMemorySource(0).current_bytes();
+#else
+  return 0;
+#endif
+}
+
+TEST_CASE("a copy engine for each device", "[offload]") {
+  auto cpu = NewCopyEngine(torch::kCPU);
+  REQUIRE(cpu.ok());
+  CHECK(std::string((*cpu)->name()) == "cpu");
+  CHECK(NewCopyEngine(torch::Device(torch::kMeta)).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+#ifndef REMAT_WITH_CUDA
+  CHECK_THAT(std::string(NewCopyEngine(torch::kCUDA).status().message()),
+             Catch::Contains("--config=cuda"));
+#endif
+  kernels::CopyEngineOptions emulated;
+  emulated.link_bytes_per_s = 1e9;
+  CHECK_FALSE(NewCopyEngine(torch::kCUDA, emulated).ok());
+}
+
+TEST_CASE("offloaded steps on the GPU equal the plain model bit for bit",
+          "[cuda]") {
+  if (const std::string why = CudaSkipReason(); !why.empty()) {
+    WARN("SKIPPED: " << why);
+    return;
+  }
+  CheckpointedSequential model = MakeModel();
+  model->to(torch::kCUDA);
+  auto engine = NewCopyEngine(torch::kCUDA);
+  REQUIRE(engine.ok());
+  CHECK(std::string((*engine)->name()) == "cuda");
+  OffloadOptions every_tensor;
+  every_tensor.min_bytes = 0;
+  model->set_copy_engine(engine->get(), every_tensor);
+  auto step = [&](const std::vector<Action>& plan) {
+    return RunStep(model, plan, true, 123, torch::kCUDA);
+  };
+  const Result reference = step({K, K, K, K, K});
+  for (int code = 0; code < 81; ++code) {
+    std::vector<Action> plan = {O};
+    for (int i = 0, c = code; i < 4; ++i, c /= 3) {
+      plan.push_back(c % 3 == 0 ? K : c % 3 == 1 ? R : O);
+    }
+    INFO("plan " << ::Catch::Detail::stringify(plan));
+    RequireSame(reference, step(plan));
+  }
+  const kernels::CopyEngineStats s = (*engine)->stats();
+  CHECK(s.bytes_to_host > 0);
+  CHECK(s.bytes_to_device > 0);
+  CHECK(s.failed_copies == 0);
+  CHECK(s.pool.in_use_bytes == 0);
+
+  // Offloaded activations leave the GPU's allocator (a block of a
+  // 4096-row batch saves ~12 MiB), and come back for backward.
+  torch::manual_seed(7);
+  auto wide = CheckpointedSequential();
+  for (int i = 0; i < 6; ++i) {
+    wide->push_back("b" + std::to_string(i), MlpBlock(64, 512, 0.1));
+  }
+  wide->to(torch::kCUDA);
+  wide->set_copy_engine(engine->get());
+  auto after_forward = [&](const std::vector<Action>& plan) {
+    torch::Tensor x = torch::randn({4096, 64}, torch::kCUDA).requires_grad_();
+    torch::cuda::synchronize();
+    const int64_t begin = CudaAllocatedBytes();
+    torch::Tensor loss = wide->forward(x, plan).pow(2).mean();
+    const int64_t held = CudaAllocatedBytes() - begin;
+    loss.backward();
+    return held;
+  };
+  const std::vector<Action> keep_all(6, K);
+  after_forward(keep_all);  // warm-up: gradients allocated
+  const int64_t keep = after_forward(keep_all);
+  const int64_t offload = after_forward({O, O, O, O, O, K});
+  INFO("after forward: keep " << keep << " B, offload " << offload << " B");
+  CHECK(offload < keep * 35 / 100);
+  CHECK((*engine)->stats().pool.in_use_bytes == 0);
+}
+
 TEST_CASE("the runtime refuses plans it cannot run", "[runtime]") {
   CheckpointedSequential model = MakeModel();
   torch::Tensor x = torch::randn({2, 8});
@@ -593,6 +691,52 @@ TEST_CASE("a collect step with a copy engine measures the host link",
   REQUIRE(again->Finish().ok());
   REQUIRE(quiet.samples.size() == 1);
   CHECK_FALSE(quiet.samples[0].d2h_bytes_per_s.has_value());
+}
+
+TEST_CASE("a collect step measures what OFFLOAD moves for each block",
+          "[runtime][offload]") {
+  FakePlanner planner;
+  CpuMemoryTracker tracker;
+  CheckpointedSequential model = MakeModel();
+  auto engine = AttachEngine(model);  // every saved tensor moves
+  PlannedModel planned(model, &planner,
+                       PlannedModelOptions().memory(&tracker).link_probe_bytes(0));
+  auto step = planned.BeginStep({6}, 1 << 30);
+  REQUIRE(step->choice().collect());
+  step->forward(torch::randn({6, 8}, torch::requires_grad())).sum().backward();
+  REQUIRE(step->Finish().ok());
+  REQUIRE(planner.samples.size() == 1);
+  const Sample& s = planner.samples[0];
+  REQUIRE(s.blocks.size() == 5);
+  // Each block's count is what an OFFLOAD of it alone moves, measured in
+  // its forward (KEEP: "in", "out") or its recompute (the rest).
+  for (size_t i = 0; i < s.blocks.size(); ++i) {
+    INFO("block " << i);
+    REQUIRE(s.blocks[i].transfer_bytes.has_value());
+    std::vector<Action> plan(5, K);
+    plan[i] = O;
+    const int64_t before = engine->stats().bytes_to_host;
+    torch::manual_seed(3);
+    model->forward(torch::randn({6, 8}, torch::requires_grad()), plan)
+        .sum()
+        .backward();
+    CHECK(engine->stats().bytes_to_host - before == *s.blocks[i].transfer_bytes);
+  }
+  // An MLP block saves its hidden activations (6 x 64 floats, several
+  // times); the linear layers at the ends save only their input.
+  CHECK(*s.blocks[1].transfer_bytes >= 6 * 64 * 4 * 2);
+  CHECK(*s.blocks[0].transfer_bytes == 0);
+  CHECK(*s.blocks[4].transfer_bytes == 0);
+
+  // Without a copy engine nothing is counted.
+  FakePlanner plain_planner;
+  PlannedModel plain(MakeModel(), &plain_planner,
+                     PlannedModelOptions().memory(&tracker));
+  auto p = plain.BeginStep({6}, 1 << 30);
+  p->forward(torch::randn({6, 8}, torch::requires_grad())).sum().backward();
+  REQUIRE(p->Finish().ok());
+  REQUIRE(plain_planner.samples.size() == 1);
+  CHECK_FALSE(plain_planner.samples[0].blocks[1].transfer_bytes.has_value());
 }
 
 TEST_CASE("an out-of-memory step reports it, also when it unwinds",

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "client/offload.h"
 #include "client/runtime.h"
 #include "collector/cpu_memory_tracker.h"
 #include "collector/cuda_memory_source.h"
@@ -57,17 +58,24 @@ struct Trainer::Impl {
     }
     model->to(device);
     model->train();
-    // The link probe of each collect step: about 5 ms each way on the
-    // emulated link (16 MiB, the default, would take seconds on a slow one).
+    // OFFLOAD: on a GPU over its host link (the CUDA engine; collect steps
+    // probe 16 MiB each way); on the CPU over an emulated link, whose
+    // probe takes about 5 ms each way (16 MiB would take seconds on a slow
+    // one).
     int64_t probe_bytes = 0;
-    if (o.host_link_gb_per_s > 0) {
+    if (device.is_cuda() || o.host_link_gb_per_s > 0) {
       kernels::CopyEngineOptions engine;
       engine.link_bytes_per_s = o.host_link_gb_per_s * 1e9;
-      copy_engine = kernels::NewCpuCopyEngine(engine);
+      auto made = NewCopyEngine(device, engine);
+      if (!made.ok()) throw std::invalid_argument(made.status().ToString());
+      copy_engine = *std::move(made);
       model->set_copy_engine(copy_engine.get());
-      probe_bytes = std::clamp<int64_t>(
-          static_cast<int64_t>(engine.link_bytes_per_s * 5e-3), 64 << 10,
-          16 << 20);
+      probe_bytes = device.is_cuda()
+                        ? int64_t{16} << 20
+                        : std::clamp<int64_t>(
+                              static_cast<int64_t>(engine.link_bytes_per_s *
+                                                   5e-3),
+                              64 << 10, 16 << 20);
     }
     PlanChooserOptions chooser;
     chooser.solver = o.solver;

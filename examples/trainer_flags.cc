@@ -37,7 +37,8 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
                   "(gigabytes per second) each way (CPU only: a copy engine "
                   "held to that speed; collect steps measure it and the "
                   "planner, in process or rematd, plans with what they "
-                  "measured); 0: no link, nothing is offloaded")
+                  "measured); 0: no link, nothing is offloaded (on a GPU "
+                  "OFFLOAD always uses its real link)")
       ->check(CLI::Range(0.0, 1e4))->capture_default_str();
 }
 
@@ -55,7 +56,8 @@ std::string FinishTrainerFlags(TrainerOptions* o) {
   }
   if (o->host_link_gb_per_s > 0 && d != "cpu") {
     return "--host-link-gbps emulates a link on the CPU; with --device " + d +
-           " it would need the CUDA copy engine, which this build lacks";
+           " OFFLOAD uses the GPU's own link, measured by collect steps: "
+           "leave it 0";
   }
   o->workload.seed = o->seed;
   o->workload.min_seq = std::min(o->workload.min_seq, o->workload.max_seq);
