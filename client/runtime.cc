@@ -45,6 +45,20 @@ torch::Tensor CheckpointedSequentialImpl::forward_block(
   return blocks_[index].module.forward(input);
 }
 
+namespace {
+
+using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
+
+// A block's parameters and buffers: they stay on the device whatever the
+// plan.
+std::vector<at::Tensor> Resident(const torch::nn::AnyModule& module) {
+  std::vector<at::Tensor> resident = module.ptr()->parameters();
+  for (const at::Tensor& b : module.ptr()->buffers()) resident.push_back(b);
+  return resident;
+}
+
+}  // namespace
+
 torch::Tensor CheckpointedSequentialImpl::forward(
     const torch::Tensor& input, const std::vector<Action>& actions) {
   TORCH_CHECK(actions.size() == blocks_.size(),
@@ -58,6 +72,25 @@ torch::Tensor CheckpointedSequentialImpl::forward(
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Block& block = blocks_[i];
     std::shared_ptr<OffloadGroup> offloaded;
+    torch::nn::AnyModule module = block.module;
+    const BlockFn run = [module](const at::Tensor& t) mutable {
+      return module.forward(t);
+    };
+    // A measured block (with an observer) of a model that can offload also
+    // counts, as it runs with grad (a KEEP block's forward, a RECOMPUTE
+    // block's recompute), what OFFLOAD would move for it.
+    auto measured = [&](const BlockFn& f) -> BlockFn {
+      if (observer_ == nullptr || copy_engine_ == nullptr) return f;
+      return [f, observer = observer_, index = static_cast<int>(i),
+              resident = Resident(module),
+              options = offload_options_](const at::Tensor& t) {
+        if (!at::GradMode::is_enabled()) return f(t);
+        int64_t bytes = 0;
+        at::Tensor out = MeasureTransfer(f, t, resident, options, &bytes);
+        observer->TransferBytes(index, bytes);
+        return out;
+      };
+    };
     switch (actions[i]) {
       case Action::kOffload: {
         TORCH_CHECK(copy_engine_ != nullptr, "block '", block.name,
@@ -70,14 +103,7 @@ torch::Tensor CheckpointedSequentialImpl::forward(
           offloader =
               std::make_unique<Offloader>(copy_engine_, offload_options_);
         }
-        torch::nn::AnyModule module = block.module;
-        std::vector<at::Tensor> resident = module.ptr()->parameters();
-        for (const at::Tensor& b : module.ptr()->buffers()) {
-          resident.push_back(b);
-        }
-        x = offloader->Run(
-            [module](const at::Tensor& t) mutable { return module.forward(t); },
-            x, resident, &offloaded);
+        x = offloader->Run(run, x, Resident(block.module), &offloaded);
         break;
       }
       case Action::kRecompute: {
@@ -91,17 +117,15 @@ torch::Tensor CheckpointedSequentialImpl::forward(
         options.preserve_rng = options_.preserve_rng();
         options.observer = observer_;
         options.block_index = static_cast<int>(i);
-        torch::nn::AnyModule module = block.module;
-        x = Checkpoint(
-            [module](const at::Tensor& t) mutable { return module.forward(t); },
-            x, block.module.ptr()->parameters(), options);
+        x = Checkpoint(measured(run), x, block.module.ptr()->parameters(),
+                       options);
         break;
       }
       case Action::kKeep:
         if (observer_ != nullptr && grad) {
           observer_->BeforeBlock(static_cast<int>(i),
                                  static_cast<int64_t>(x.nbytes()));
-          x = block.module.forward(x);
+          x = measured(run)(x);
           observer_->AfterBlock(static_cast<int>(i));
         } else {
           x = block.module.forward(x);

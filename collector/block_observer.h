@@ -26,6 +26,11 @@ class BlockObserver {
   // recompute (AfterBlock): the window that holds its backward's transient
   // memory. Not called for blocks measured in forward.
   virtual void AfterBackward(int index) {}
+  // What OFFLOAD would move for block `index` (BlockMeasurement's
+  // transfer_bytes), counted by a runtime with a copy engine while the
+  // block ran (between BeforeBlock and AfterBlock); never called without
+  // one.
+  virtual void TransferBytes(int index, int64_t bytes) {}
 };
 
 }  // namespace remat

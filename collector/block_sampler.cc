@@ -72,6 +72,13 @@ void BlockSampler::AfterBackward(int index) {
   window_block_ = -1;
 }
 
+void BlockSampler::TransferBytes(int index, int64_t bytes) {
+  if (!in_step_ || index < 0 || index >= static_cast<int>(blocks_.size())) {
+    return;
+  }
+  blocks_[index].transfer_bytes = bytes;
+}
+
 absl::StatusOr<Sample> BlockSampler::EndStep(const Features& features) {
   if (!in_step_) {
     return absl::FailedPreconditionError(

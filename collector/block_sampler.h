@@ -17,6 +17,8 @@
 //   workspace_bytes (recomputed blocks) = the source's peak during the
 //                 block's backward, above what was allocated when its
 //                 recompute returned, less the gradient of its input;
+//   transfer_bytes = what the runtime reports (BlockObserver::
+//                 TransferBytes), when it has a copy engine;
 // and for the step base_bytes (alive at BeginStep) and peak_bytes (the
 // source's peak from BeginStep to EndStep).
 //
@@ -51,6 +53,7 @@ class BlockSampler final : public BlockObserver {
   void BeforeBlock(int index, int64_t input_bytes) override;
   void AfterBlock(int index) override;
   void AfterBackward(int index) override;
+  void TransferBytes(int index, int64_t bytes) override;
 
   // Ends the step. FAILED_PRECONDITION when no step was begun or a block
   // was never measured (e.g. the step did not run backward), naming the

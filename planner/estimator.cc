@@ -30,9 +30,11 @@
 #include "planner/estimator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <eigen3/Eigen/Dense>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -147,6 +149,24 @@ double LogMiss(double measured, double predicted, double floor) {
 // The quantities of one block, in BlockMeasurement order.
 enum Quantity { kAct = 0, kInput = 1, kForward = 2, kNumQuantities = 3 };
 
+// The per-block quantities a sample may leave unmeasured: a block's is
+// fitted only when every sample measured it (a block measured in forward
+// never measures its backward workspace; a runtime without a copy engine
+// never measures transfer bytes; older samples measure neither).
+struct OptionalQuantity {
+  const char* name;  // as in reasons: "<block>.workspace_bytes"
+  std::optional<int64_t> BlockMeasurement::*measured;
+  std::optional<Estimate> BlockEstimate::*estimate;
+  int64_t BlockCost::*cost;
+};
+constexpr OptionalQuantity kOptionalQuantities[] = {
+    {".workspace_bytes", &BlockMeasurement::workspace_bytes,
+     &BlockEstimate::workspace_bytes, &BlockCost::workspace_bytes},
+    {".transfer_bytes", &BlockMeasurement::transfer_bytes,
+     &BlockEstimate::transfer_bytes, &BlockCost::transfer_bytes},
+};
+constexpr size_t kNumOptional = std::size(kOptionalQuantities);
+
 int64_t MeasuredQuantity(const BlockMeasurement& m, int q) {
   switch (q) {
     case kAct:
@@ -248,8 +268,11 @@ class FittedEstimator final : public Estimator {
       p.blocks[b].act_bytes = Evaluate(block_models_[b][kAct], basis);
       p.blocks[b].input_bytes = Evaluate(block_models_[b][kInput], basis);
       p.blocks[b].forward_ns = Evaluate(block_models_[b][kForward], basis);
-      if (workspace_models_[b].observed) {
-        p.blocks[b].workspace_bytes = Evaluate(workspace_models_[b], basis);
+      for (size_t k = 0; k < kNumOptional; ++k) {
+        if (optional_models_[b][k].observed) {
+          p.blocks[b].*kOptionalQuantities[k].estimate =
+              Evaluate(optional_models_[b][k], basis);
+        }
       }
     }
     p.base_bytes = Evaluate(base_model_, basis);
@@ -277,8 +300,8 @@ class FittedEstimator final : public Estimator {
       clamped(p.blocks[b].act_bytes, name, ".act_bytes");
       clamped(p.blocks[b].input_bytes, name, ".input_bytes");
       clamped(p.blocks[b].forward_ns, name, ".forward_ns");
-      if (p.blocks[b].workspace_bytes) {
-        clamped(*p.blocks[b].workspace_bytes, name, ".workspace_bytes");
+      for (const OptionalQuantity& q : kOptionalQuantities) {
+        if (const auto& e = p.blocks[b].*q.estimate) clamped(*e, name, q.name);
       }
     }
     clamped(p.base_bytes, "", "base_bytes");
@@ -518,11 +541,11 @@ class FittedEstimator final : public Estimator {
           {model_.blocks[b].name, CeilBytes(e.act_bytes.upper),
            CeilBytes(e.input_bytes.upper), CeilBytes(e.forward_ns.upper),
            model_.blocks[b].checkpointable});
-      if (e.workspace_bytes) {
-        point.blocks.back().workspace_bytes =
-            RoundBytes(e.workspace_bytes->value);
-        upper.blocks.back().workspace_bytes =
-            CeilBytes(e.workspace_bytes->upper);
+      for (const OptionalQuantity& q : kOptionalQuantities) {
+        if (const auto& o = e.*q.estimate) {
+          point.blocks.back().*q.cost = RoundBytes(o->value);
+          upper.blocks.back().*q.cost = CeilBytes(o->upper);
+        }
       }
     }
     Estimate out;
@@ -676,7 +699,8 @@ class FittedEstimator final : public Estimator {
     for (size_t b = 0; b < block_models_.size(); ++b) {
       if (!vouches(block_models_[b][kAct]) ||
           !vouches(block_models_[b][kInput]) ||
-          !vouches(workspace_models_[b])) {
+          !std::all_of(optional_models_[b].begin(),
+                       optional_models_[b].end(), vouches)) {
         return false;
       }
     }
@@ -697,7 +721,7 @@ class FittedEstimator final : public Estimator {
     feature_scale_.assign(nf, 1);
     product_scale_ = 1;
     block_models_.assign(nb, std::vector<QuantityModel>(kNumQuantities));
-    workspace_models_.assign(nb, QuantityModel());
+    optional_models_.assign(nb, {});
     base_model_ = QuantityModel();
     num_distinct_ = 0;
     d2h_bytes_per_s_ = LatestMedian(&Sample::d2h_bytes_per_s);
@@ -770,18 +794,18 @@ class FittedEstimator final : public Estimator {
       for (size_t b = 0; b < nb; ++b)
         block_models_[b][q] = std::move(fitted[b]);
     }
-    // Backward workspace, for the blocks whose every sample measured it
-    // (a block measured in forward never does; older samples do not).
-    {
+    // The optional quantities, for the blocks whose every sample measured
+    // them.
+    for (size_t k = 0; k < kNumOptional; ++k) {
       std::vector<size_t> blocks;
       std::vector<Eigen::VectorXd> ys;
       for (size_t b = 0; b < nb; ++b) {
         Eigen::VectorXd sum = Eigen::VectorXd::Zero(n);
         bool all = true;
         for (size_t s = 0; s < samples_.size() && all; ++s) {
-          const auto& w = samples_[s].blocks[b].workspace_bytes;
-          all = w.has_value();
-          if (all) sum(static_cast<Eigen::Index>(group[s])) += *w;
+          const auto& v = samples_[s].blocks[b].*kOptionalQuantities[k].measured;
+          all = v.has_value();
+          if (all) sum(static_cast<Eigen::Index>(group[s])) += *v;
         }
         if (!all) continue;
         blocks.push_back(b);
@@ -789,8 +813,8 @@ class FittedEstimator final : public Estimator {
       }
       if (!blocks.empty()) {
         std::vector<QuantityModel> fitted = FitGroup(x, ys, count);
-        for (size_t k = 0; k < blocks.size(); ++k) {
-          workspace_models_[blocks[k]] = std::move(fitted[k]);
+        for (size_t i = 0; i < blocks.size(); ++i) {
+          optional_models_[blocks[i]][k] = std::move(fitted[i]);
         }
       }
     }
@@ -842,7 +866,8 @@ class FittedEstimator final : public Estimator {
   std::vector<double> feature_min_, feature_max_, feature_scale_;
   double product_scale_ = 1;
   std::vector<std::vector<QuantityModel>> block_models_;  // [block][quantity]
-  std::vector<QuantityModel> workspace_models_;           // [block]
+  // [block][k]: kOptionalQuantities[k]'s model; unobserved when not fitted.
+  std::vector<std::array<QuantityModel, kNumOptional>> optional_models_;           // [block]
   QuantityModel base_model_;
   double d2h_bytes_per_s_ = 0, h2d_bytes_per_s_ = 0;
 };
@@ -926,8 +951,8 @@ PlanProblem MakePlanProblem(const ModelSpec& model,
       cost.act_bytes = CeilBytes(e.act_bytes.upper);
       cost.input_bytes = CeilBytes(e.input_bytes.upper);
       cost.forward_ns = CeilBytes(e.forward_ns.upper);
-      if (e.workspace_bytes) {
-        cost.workspace_bytes = CeilBytes(e.workspace_bytes->upper);
+      for (const OptionalQuantity& q : kOptionalQuantities) {
+        if (const auto& o = e.*q.estimate) cost.*q.cost = CeilBytes(o->upper);
       }
     }
     problem.blocks.push_back(std::move(cost));

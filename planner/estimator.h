@@ -57,6 +57,8 @@ struct BlockEstimate {
   // Backward workspace, when every fitted sample measured it for this block
   // (BlockMeasurement::workspace_bytes); else none.
   std::optional<Estimate> workspace_bytes;
+  // What OFFLOAD moves, likewise (BlockMeasurement::transfer_bytes).
+  std::optional<Estimate> transfer_bytes;
 };
 
 // How many of the latest link measurements Prediction's bandwidths are

@@ -517,6 +517,30 @@ TEST_CASE("backward workspace is fitted where every sample measured it") {
   CHECK(with->value > without->value);
 }
 
+TEST_CASE("transfer bytes are fitted where every sample measured them") {
+  std::vector<Sample> grid = Grid();
+  for (Sample& s : grid) {
+    // Block 2 measured (a b*s law); block 0 in some samples only.
+    s.blocks[2].transfer_bytes = static_cast<int64_t>(
+        3 * s.features[0] * s.features[1]);
+    if (s.features[1] > 100) s.blocks[0].transfer_bytes = 9;
+  }
+  auto est = Fitted(grid);
+  auto p = est->Predict({5, 300});
+  REQUIRE(p.ok());
+  REQUIRE(p->blocks[2].transfer_bytes.has_value());
+  CHECK(RelErr(p->blocks[2].transfer_bytes->value, 3 * 5 * 300) < 1e-6);
+  CHECK(p->blocks[2].transfer_bytes->upper >= p->blocks[2].transfer_bytes->value);
+  CHECK_FALSE(p->blocks[0].transfer_bytes.has_value());
+  CHECK_FALSE(p->blocks[1].transfer_bytes.has_value());
+  CHECK_FALSE(p->blocks[2].workspace_bytes.has_value());  // its own quantity
+  const PlanProblem problem = MakePlanProblem(est->model(), *p, 1 << 30, 0);
+  CHECK(problem.blocks[2].transfer_bytes ==
+        static_cast<int64_t>(std::ceil(p->blocks[2].transfer_bytes->upper)));
+  CHECK(problem.blocks[0].transfer_bytes == kUnknown);
+  CHECK(problem.blocks[2].workspace_bytes == kUnknown);
+}
+
 TEST_CASE("MakePlanProblem plans against rounded-up bounds") {
   auto est = Fitted(Grid());
   auto p = est->Predict({5, 300});

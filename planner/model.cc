@@ -152,6 +152,10 @@ absl::Status ValidateSample(const ModelSpec& model, const Sample& sample) {
         !s.ok()) {
       return s;
     }
+    if (auto s = ValidateQuantity(p + "transfer_bytes", b.transfer_bytes);
+        !s.ok()) {
+      return s;
+    }
   }
   if (auto s = ValidateQuantity("base_bytes", sample.base_bytes); !s.ok()) {
     return s;

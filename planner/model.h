@@ -42,6 +42,12 @@ struct BlockMeasurement {
   // its output and that of its input (plan.h); none when not measured (a
   // block measured in forward, an older client or trace).
   std::optional<int64_t> workspace_bytes;
+  // t_i: what OFFLOAD moves to host and back: the storages the block saves
+  // for backward, less its input, its parameters and buffers, its output
+  // and those below the runtime's offload threshold (client/offload.h);
+  // none when not measured (a runtime without a copy engine, an older
+  // client or trace: the memory model then takes act_bytes less output).
+  std::optional<int64_t> transfer_bytes;
 };
 
 // One observation: a batch's features and what each block cost.

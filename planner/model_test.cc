@@ -72,6 +72,12 @@ TEST_CASE("bad samples name the field") {
   CHECK(ValidateSample(m, s).message().find("blocks[1].input_bytes") !=
         std::string::npos);
   s = GoodSample();
+  s.blocks[0].transfer_bytes = -1;
+  CHECK(ValidateSample(m, s).message().find("blocks[0].transfer_bytes") !=
+        std::string::npos);
+  s.blocks[0].transfer_bytes = 0;
+  CHECK(ValidateSample(m, s).ok());
+  s = GoodSample();
   s.peak_bytes = -1;
   CHECK(ValidateSample(m, s).message().find("peak_bytes") != std::string::npos);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@ constexpr char kActPrefix[] = "act_bytes.";
 constexpr char kInputPrefix[] = "input_bytes.";
 constexpr char kForwardPrefix[] = "forward_ns.";
 constexpr char kWorkspacePrefix[] = "workspace_bytes.";
+constexpr char kTransferPrefix[] = "transfer_bytes.";
 constexpr char kBase[] = "base_bytes";
 constexpr char kPeak[] = "peak_bytes";
 
@@ -62,6 +64,7 @@ std::string Header(const ModelSpec& model) {
   for (const BlockSpec& b : model.blocks) add(kInputPrefix + b.name);
   for (const BlockSpec& b : model.blocks) add(kForwardPrefix + b.name);
   for (const BlockSpec& b : model.blocks) add(kWorkspacePrefix + b.name);
+  for (const BlockSpec& b : model.blocks) add(kTransferPrefix + b.name);
   add(kBase);
   add(kPeak);
   out += '\n';
@@ -85,6 +88,10 @@ std::string Row(const Sample& s) {
   for (const BlockMeasurement& b : s.blocks) {
     out += ',';
     if (b.workspace_bytes) absl::StrAppend(&out, *b.workspace_bytes);
+  }
+  for (const BlockMeasurement& b : s.blocks) {
+    out += ',';
+    if (b.transfer_bytes) absl::StrAppend(&out, *b.transfer_bytes);
   }
   out += ',';
   if (s.base_bytes) absl::StrAppend(&out, *s.base_bytes);
@@ -124,8 +131,22 @@ absl::Status CheckSample(const ModelSpec& model, const Sample& sample,
 }
 
 // What one column of a trace holds.
-enum class ColumnKind { kFeature, kAct, kInput, kForward, kWorkspace, kBase,
-                        kPeak };
+enum class ColumnKind {
+  kFeature, kAct, kInput, kForward, kWorkspace, kTransfer, kBase, kPeak
+};
+
+// The per-block columns other than act_bytes: the prefix `column` starts
+// with and its kind, or none.
+std::optional<std::pair<const char*, ColumnKind>> PerBlockColumn(
+    const std::string& column) {
+  for (auto [prefix, kind] : {std::pair{kInputPrefix, ColumnKind::kInput},
+                              std::pair{kForwardPrefix, ColumnKind::kForward},
+                              std::pair{kWorkspacePrefix, ColumnKind::kWorkspace},
+                              std::pair{kTransferPrefix, ColumnKind::kTransfer}}) {
+    if (StartsWith(column, prefix)) return std::pair{prefix, kind};
+  }
+  return std::nullopt;
+}
 
 struct Column {
   ColumnKind kind;
@@ -207,15 +228,9 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
         } else if (StartsWith(c, kActPrefix)) {
           col.kind = ColumnKind::kAct;
           col.index = block_of(kActPrefix);
-        } else if (StartsWith(c, kInputPrefix) ||
-                   StartsWith(c, kForwardPrefix) ||
-                   StartsWith(c, kWorkspacePrefix)) {
-          const char* prefix = StartsWith(c, kInputPrefix)     ? kInputPrefix
-                               : StartsWith(c, kForwardPrefix) ? kForwardPrefix
-                                                               : kWorkspacePrefix;
-          col.kind = prefix == kInputPrefix     ? ColumnKind::kInput
-                     : prefix == kForwardPrefix ? ColumnKind::kForward
-                                                : ColumnKind::kWorkspace;
+        } else if (const auto per_block = PerBlockColumn(c)) {
+          const char* prefix = per_block->first;
+          col.kind = per_block->second;
           col.index = block_of(prefix);
           if (col.index < 0) {
             return error(line_no, absl::StrCat(where,
@@ -233,7 +248,8 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
                                     "unknown column; expected feature.<name>, "
                                     "act_bytes.<block>, input_bytes.<block>, "
                                     "forward_ns.<block>, "
-                                    "workspace_bytes.<block>, base_bytes or "
+                                    "workspace_bytes.<block>, "
+                                    "transfer_bytes.<block>, base_bytes or "
                                     "peak_bytes"));
         }
         columns.push_back(col);
@@ -272,7 +288,8 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
         continue;
       }
       if ((col.kind == ColumnKind::kBase || col.kind == ColumnKind::kPeak ||
-           col.kind == ColumnKind::kWorkspace) &&
+           col.kind == ColumnKind::kWorkspace ||
+           col.kind == ColumnKind::kTransfer) &&
           cell.empty()) {
         continue;  // not measured in this step
       }
@@ -290,6 +307,9 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
           break;
         case ColumnKind::kWorkspace:
           sample.blocks[col.index].workspace_bytes = v;
+          break;
+        case ColumnKind::kTransfer:
+          sample.blocks[col.index].transfer_bytes = v;
           break;
         case ColumnKind::kBase:
           sample.base_bytes = v;

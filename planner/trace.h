@@ -10,11 +10,13 @@
 //                        Block order = the order of these columns.
 //   input_bytes.<block>  x_i of the block (optional; 0 when absent)
 //   forward_ns.<block>   c_i of the block (optional; 0 when absent)
+//   workspace_bytes.<block>  w_i of the block (optional)
+//   transfer_bytes.<block>   t_i of the block (optional)
 //   base_bytes           bytes alive before forward (optional)
 //   peak_bytes           measured peak of the step (optional)
 //
-// Only base_bytes and peak_bytes cells may be empty (not measured in that
-// step). Names cannot contain ',', '"' or line breaks: there is no quoting.
+// Only workspace_bytes, transfer_bytes, base_bytes and peak_bytes cells may
+// be empty (not measured in that step). Names cannot contain ',', '"' or line breaks: there is no quoting.
 // The model's name is the file's stem ("runs/bert.csv" -> "bert"); every
 // block is checkpointable. Writers write every column.
 //

@@ -41,6 +41,8 @@ Trace Example() {
   a.features = {4, 128.5};
   a.blocks = {{1000, 200, 30}, {int64_t{1} << 40, 0, 7}};
   a.blocks[1].workspace_bytes = 123;  // measured for one block only
+  a.blocks[0].transfer_bytes = 0;
+  a.blocks[1].transfer_bytes = 456;
   a.base_bytes = 5000;
   a.peak_bytes = 9000;
   Sample b;
@@ -70,6 +72,7 @@ TEST_CASE("a written trace reads back identically") {
       CHECK(got.blocks[b].input_bytes == want.blocks[b].input_bytes);
       CHECK(got.blocks[b].forward_ns == want.blocks[b].forward_ns);
       CHECK(got.blocks[b].workspace_bytes == want.blocks[b].workspace_bytes);
+      CHECK(got.blocks[b].transfer_bytes == want.blocks[b].transfer_bytes);
     }
     CHECK(got.base_bytes == want.base_bytes);
     CHECK(got.peak_bytes == want.peak_bytes);
@@ -77,7 +80,8 @@ TEST_CASE("a written trace reads back identically") {
   CHECK(Contains(ReadFile(path),
                  "feature.batch,feature.seq,act_bytes.l0,act_bytes.l1,"
                  "input_bytes.l0,input_bytes.l1,forward_ns.l0,forward_ns.l1,"
-                 "workspace_bytes.l0,workspace_bytes.l1,base_bytes,peak_bytes\n"));
+                 "workspace_bytes.l0,workspace_bytes.l1,transfer_bytes.l0,"
+                 "transfer_bytes.l1,base_bytes,peak_bytes\n"));
 }
 
 TEST_CASE("optional columns may be left out, in any order") {

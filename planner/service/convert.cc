@@ -83,6 +83,9 @@ absl::StatusOr<Sample> SampleFromProto(const ModelSpec& spec,
     if (b.has_workspace_bytes()) {
       sample.blocks.back().workspace_bytes = b.workspace_bytes();
     }
+    if (b.has_transfer_bytes()) {
+      sample.blocks.back().transfer_bytes = b.transfer_bytes();
+    }
   }
   if (proto.has_base_bytes()) sample.base_bytes = proto.base_bytes();
   if (proto.has_peak_bytes()) sample.peak_bytes = proto.peak_bytes();
@@ -105,6 +108,7 @@ void SampleToProto(const ModelSpec& spec, const Sample& sample,
     m->set_input_bytes(b.input_bytes);
     m->set_forward_ns(b.forward_ns);
     if (b.workspace_bytes) m->set_workspace_bytes(*b.workspace_bytes);
+    if (b.transfer_bytes) m->set_transfer_bytes(*b.transfer_bytes);
   }
   if (sample.base_bytes) proto->set_base_bytes(*sample.base_bytes);
   if (sample.peak_bytes) proto->set_peak_bytes(*sample.peak_bytes);

@@ -62,6 +62,7 @@ TEST_CASE("samples survive the round trip, optional fields included") {
   s.features = {4, 128};
   s.blocks = {{100, 10, 1000}, {200, 20, 2000}, {300, 30, 3000}};
   s.blocks[1].workspace_bytes = 77;
+  s.blocks[0].transfer_bytes = 88;
   s.peak_bytes = 12345;
   v1::Sample proto;
   SampleToProto(Spec(), s, &proto);
@@ -76,6 +77,9 @@ TEST_CASE("samples survive the round trip, optional fields included") {
   REQUIRE(back->blocks[1].workspace_bytes == 77);
   REQUIRE_FALSE(back->blocks[2].workspace_bytes.has_value());  // unset
   REQUIRE_FALSE(proto.blocks(2).has_workspace_bytes());
+  REQUIRE(back->blocks[0].transfer_bytes == 88);
+  REQUIRE_FALSE(back->blocks[1].transfer_bytes.has_value());
+  REQUIRE_FALSE(proto.blocks(1).has_transfer_bytes());
   REQUIRE_FALSE(back->base_bytes.has_value());
   REQUIRE(back->peak_bytes == 12345);
   REQUIRE_FALSE(back->d2h_bytes_per_s.has_value());
