@@ -95,8 +95,27 @@ print(int(torch.cuda.is_available()))'
   LIBS=(-L"$TORCH_ROOT/lib" -Wl,-rpath,"$TORCH_ROOT/lib" -Wl,--no-as-needed
     -ltorch -ltorch_cpu -lc10)
   if [ "$WITH_CUDA" = 1 ]; then
-    CXXFLAGS+=(-DREMAT_WITH_CUDA)
-    LIBS+=(-ltorch_cuda -lc10_cuda)
+    # The CUDA runtime's headers and library of torch's CUDA release, for
+    # the code that calls it directly (the CUDA copy engine): the wheel's
+    # (nvidia/cuXX), else the toolkit's.
+    local cuda_probe='import os, sys, torch
+major = torch.version.cuda.split(".")[0]
+roots = [os.path.join(p, "nvidia", d) for p in sys.path
+         for d in ("cu" + major, "cuda_runtime")] + ["/usr/local/cuda"]
+for root in roots:
+    if os.path.exists(os.path.join(root, "include", "cuda_runtime_api.h")):
+        for lib in ("lib", "lib64"):
+            d = os.path.join(root, lib)
+            if os.path.exists(os.path.join(d, "libcudart.so." + major)):
+                print(root); print(d); print(major); sys.exit(0)
+sys.exit(1)'
+    local cuda_info
+    cuda_info=$("$PYTHON" -c "$cuda_probe" 2>/dev/null) ||
+      fail "no CUDA runtime (cuda_runtime_api.h, libcudart.so.N) of CUDA $TORCH_CUDA found beside PyTorch or in /usr/local/cuda"
+    CXXFLAGS+=(-DREMAT_WITH_CUDA -isystem "$(sed -n 1p <<<"$cuda_info")/include")
+    LIBS+=(-ltorch_cuda -lc10_cuda -L"$(sed -n 2p <<<"$cuda_info")"
+      -Wl,-rpath,"$(sed -n 2p <<<"$cuda_info")"
+      -l:libcudart.so."$(sed -n 3p <<<"$cuda_info")")
   fi
   LIBS+=(-Wl,--as-needed -L"$DEPS_LIB" -Wl,-rpath,"$DEPS_LIB")
   local l
