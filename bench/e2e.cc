@@ -1,7 +1,17 @@
 // bench:e2e: the same workload and the same sequence of batches for every
-// checkpointing strategy in turn, each with its own freshly initialised
-// model and planner, in a process of its own. Prints one JSON line per strategy and writes an SVG of
-// step time and measured peak per step, with the budget drawn as a line.
+// checkpointing strategy, each with its own freshly initialised model and
+// planner in a process of its own. Prints one JSON line per strategy and
+// writes an SVG of step time and measured peak per step, with the budget
+// drawn as a line.
+//
+// Lockstep: every strategy's process is alive at once and idle but for
+// the step it is told to run; batch k runs on every strategy, in an order
+// that rotates with k, before batch k+1 runs on any. A machine whose speed
+// drifts for minutes at a time (these 2-core machines do) then slows every
+// strategy alike. The steps are split into --rounds consecutive rounds;
+// each strategy reports its throughput relative to `none` over each round,
+// their median and their spread (min..max), beside the ratio over all
+// steps.
 //
 // Strategies: none, all, sqrt (budget-blind, fixed plans); static_max (one
 // exact plan for the largest input seen, reused); mimose_greedy (Mimose's
@@ -19,8 +29,7 @@
 // float matmul on this machine (FLOP/s) and emulates a link of that many
 // FLOP/s times 6.5e-5 bytes/s, so that offload weighs against recompute
 // here as it would there (printed as the "e2e_link" line). With
-// --device cuda there is no emulation (and no CUDA copy engine yet): delta
-// and exact then run without one.
+// --device cuda the link is the GPU's own (the CUDA copy engine).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,6 +61,92 @@ struct Strategy {
   std::vector<StepRecord> records;
 };
 
+void WriteAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) _exit(1);
+    done += static_cast<size_t>(n);
+  }
+}
+
+// A child process that runs one step when told: the parent writes a step
+// index (a line), the child answers with one line of text; -1 ends it.
+// `make` runs in the child, once, and returns the function that runs step
+// k. The parent runs no LibTorch code, which keeps fork() safe.
+class StepProcess {
+ public:
+  using StepFn = std::function<std::string(int)>;
+
+  StepProcess(const std::function<StepFn()>& make,
+              const std::vector<int>& close_in_child) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) {
+      std::perror("pipe");
+      std::exit(1);
+    }
+    std::fflush(nullptr);
+    pid_ = fork();
+    if (pid_ < 0) {
+      std::perror("fork");
+      std::exit(1);
+    }
+    if (pid_ == 0) {
+      for (int fd : close_in_child) close(fd);
+      close(to_child[1]);
+      close(from_child[0]);
+      FILE* in = fdopen(to_child[0], "r");
+      try {
+        const StepFn step = make();
+        int k;
+        while (in != nullptr && std::fscanf(in, "%d", &k) == 1 && k >= 0) {
+          WriteAll(from_child[1], step(k) + "\n");
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "e2e: %s\n", e.what());
+        std::fflush(nullptr);
+        _exit(1);
+      }
+      std::fflush(nullptr);
+      _exit(0);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    to_ = to_child[1];
+    from_ = fdopen(from_child[0], "r");
+  }
+
+  // Runs step k there; its line.
+  std::string Step(int k) {
+    WriteAll(to_, std::to_string(k) + "\n");
+    std::string line;
+    for (int c; (c = std::fgetc(from_)) != EOF && c != '\n';) {
+      line.push_back(static_cast<char>(c));
+    }
+    if (line.empty()) {
+      std::fprintf(stderr, "e2e: a strategy's process failed at step %d\n", k);
+      std::exit(1);
+    }
+    return line;
+  }
+
+  // Ends the child and waits for it.
+  ~StepProcess() {
+    WriteAll(to_, "-1\n");
+    close(to_);
+    std::fclose(from_);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+
+  std::vector<int> fds() const { return {to_, fileno(from_)}; }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+};
+
 // Runs `fn` in a child process and returns the text it produced; exits the
 // benchmark if the child fails.
 std::string RunIsolated(const std::function<std::string()>& fn) {
@@ -76,12 +171,7 @@ std::string RunIsolated(const std::function<std::string()>& fn) {
       std::fflush(nullptr);
       _exit(1);
     }
-    size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n = write(fds[1], text.data() + done, text.size() - done);
-      if (n <= 0) _exit(1);
-      done += static_cast<size_t>(n);
-    }
+    WriteAll(fds[1], text);
     std::fflush(nullptr);
     _exit(0);
   }
@@ -154,6 +244,7 @@ int main(int argc, char** argv) {
   using namespace remat;
   TrainerOptions options;
   int steps = 120;
+  int rounds = 3;
   double budget_fraction = kDefaultBudgetFraction;
   std::string svg_path = "bench/e2e.svg";
   bool verbose = false;
@@ -163,6 +254,10 @@ int main(int argc, char** argv) {
   CLI::App app{"End-to-end strategy benchmark on the demo trainer."};
   app.add_option("--steps", steps, "steps per strategy")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--rounds", rounds,
+                 "rounds the steps are split into, each reporting every "
+                 "strategy's throughput relative to none")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--budget-fraction", budget_fraction,
                  "budget as a fraction of the no-checkpoint peak at max seq")
       ->check(CLI::Range(0.05, 10.0))->capture_default_str();
@@ -208,39 +303,53 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Strategy> strategies;
+  std::vector<std::unique_ptr<StepProcess>> processes;
+  std::vector<int> parent_fds;  // the other children's pipes
   for (const std::string& name : names) {
-    Strategy s;
-    s.name = name;
-    const std::string records = RunIsolated([&] {
-      std::unique_ptr<Planner> planner = MakePlanner(name);
-      TrainerOptions o = options;
-      o.solver = name;
-      if (name == "exact_recompute") {
-        o.solver = "exact";
-        o.host_link_gb_per_s = 0;  // no copy engine: nothing offloads
-      }
-      Trainer trainer(o, planner.get());
-      nlohmann::json out = nlohmann::json::array();
-      for (const BatchShape& shape : shapes) {
-        const StepRecord r = trainer.Step(shape, budget_bytes);
-        if (verbose) {
-          std::fprintf(stderr, "%-13s %s\n", name.c_str(),
-                       FormatStep(r, steps).c_str());
-        }
-        out.push_back(r);
-      }
-      return out.dump();
-    });
-    for (const nlohmann::json& j : nlohmann::json::parse(records)) {
-      s.records.push_back(j.get<StepRecord>());
-    }
-    strategies.push_back(std::move(s));
+    strategies.push_back({name, {}});
+    processes.push_back(std::make_unique<StepProcess>(
+        [&, name]() -> StepProcess::StepFn {
+          std::unique_ptr<Planner> planner = MakePlanner(name);
+          TrainerOptions o = options;
+          o.solver = name;
+          if (name == "exact_recompute") {
+            o.solver = "exact";
+            o.host_link_gb_per_s = 0;  // no copy engine: nothing offloads
+          }
+          auto trainer = std::make_shared<Trainer>(o, planner.get());
+          std::shared_ptr<Planner> held = std::move(planner);
+          return [&, name, trainer, held](int k) {
+            const StepRecord r = trainer->Step(shapes[k], budget_bytes);
+            if (verbose) {
+              std::fprintf(stderr, "%-15s %s\n", name.c_str(),
+                           FormatStep(r, steps).c_str());
+            }
+            return nlohmann::json(r).dump();
+          };
+        },
+        parent_fds));
+    for (int fd : processes.back()->fds()) parent_fds.push_back(fd);
   }
+  for (int k = 0; k < steps; ++k) {
+    for (size_t j = 0; j < processes.size(); ++j) {
+      const size_t i = (j + static_cast<size_t>(k)) % processes.size();
+      strategies[i].records.push_back(
+          nlohmann::json::parse(processes[i]->Step(k)).get<StepRecord>());
+    }
+  }
+  processes.clear();
 
+  // Each round's total step time per strategy, and none's.
+  rounds = std::min(rounds, steps);
+  auto round_of = [&](int k) { return static_cast<size_t>(k) * rounds / steps; };
+  std::vector<double> none_round_ms(rounds, 0);
   double none_total_ms = 0;
   for (const Strategy& s : strategies) {
     if (s.name != "none") continue;
-    for (const StepRecord& r : s.records) none_total_ms += r.step_ms;
+    for (size_t k = 0; k < s.records.size(); ++k) {
+      none_total_ms += s.records[k].step_ms;
+      none_round_ms[round_of(static_cast<int>(k))] += s.records[k].step_ms;
+    }
   }
   Panel time_panel{"step time (ms)", {}, {}};
   Panel peak_panel{"measured peak (MiB)", {}, {{"budget", budget_bytes / 1048576.0}}};
@@ -251,7 +360,10 @@ int main(int argc, char** argv) {
     int over = 0, over_planned = 0, collect = 0, recomputed = 0,
         offloaded = 0;
     Series time_series{s.name, {}}, peak_series{s.name, {}};
-    for (const StepRecord& r : s.records) {
+    std::vector<double> round_ms(rounds, 0);
+    for (size_t k = 0; k < s.records.size(); ++k) {
+      const StepRecord& r = s.records[k];
+      round_ms[round_of(static_cast<int>(k))] += r.step_ms;
       ms.push_back(r.step_ms);
       total_ms += r.step_ms;
       plan_ms += r.plan_ms;
@@ -268,6 +380,12 @@ int main(int argc, char** argv) {
       time_series.y.push_back(r.step_ms);
       peak_series.y.push_back(r.measured_peak_bytes / 1048576.0);
     }
+    std::vector<double> round_ratios;
+    for (int r = 0; r < rounds; ++r) {
+      round_ratios.push_back(none_round_ms[r] > 0 && round_ms[r] > 0
+                                 ? none_round_ms[r] / round_ms[r]
+                                 : 0.0);
+    }
     time_panel.series.push_back(std::move(time_series));
     peak_panel.series.push_back(std::move(peak_series));
     nlohmann::json line = {
@@ -280,6 +398,11 @@ int main(int argc, char** argv) {
         {"p95_step_ms", Percentile(ms, 0.95)},
         {"throughput_vs_none", none_total_ms > 0 ? none_total_ms / total_ms
                                                  : 0.0},
+        {"round_throughput_vs_none", round_ratios},
+        {"median_round_throughput_vs_none", Percentile(round_ratios, 0.5)},
+        {"round_spread",
+         {*std::min_element(round_ratios.begin(), round_ratios.end()),
+          *std::max_element(round_ratios.begin(), round_ratios.end())}},
         {"max_peak_bytes", max_peak},
         {"budget_bytes", budget_bytes},
         {"steps_over_budget", over},
