@@ -28,6 +28,7 @@
 #include "client/runtime.h"
 #include "collector/cpu_memory_tracker.h"
 #include "collector/cuda_memory_source.h"
+#include "collector/cuda_skip.h"
 #include "collector/torch_compat.h"
 #include "collector/trace_recorder.h"
 #include "kernels/copy_engine.h"
@@ -401,18 +402,6 @@ TEST_CASE("offloaded activations leave the device's footprint",
   CHECK(second.after_backward < (1 << 20));
   CHECK(engine->stats().pool.in_use_bytes == 0);
   CHECK(engine->stats().pending_copies == 0);
-}
-
-// Why a [cuda] case cannot run here, or empty when it can.
-std::string CudaSkipReason() {
-#ifndef REMAT_WITH_CUDA
-  return "built without --config=cuda";
-#else
-  if (!torch::cuda::is_available()) {
-    return "no GPU (torch::cuda::is_available() is false)";
-  }
-  return "";
-#endif
 }
 
 // What the CUDA caching allocator holds for tensors on GPU 0.

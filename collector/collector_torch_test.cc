@@ -18,6 +18,7 @@
 #include "collector/block_sampler.h"
 #include "collector/cpu_memory_tracker.h"
 #include "collector/cuda_memory_source.h"
+#include "collector/cuda_skip.h"
 #include "planner/plan.h"
 
 namespace remat {
@@ -258,19 +259,6 @@ TEST_CASE("recomputing a block lowers the measured peak by its bytes",
   CHECK(model_drop({K, K, K, R}) == -x);
   // Everything recomputed: only the chain's inputs stay through forward.
   CHECK(drop({R, R, R, R}) > 2 * a);
-}
-
-// Why a [cuda] case cannot run here, or empty when it can. A case that
-// cannot says so in the log (a warning), which the test command lists.
-std::string CudaSkipReason() {
-#ifndef REMAT_WITH_CUDA
-  return "built without --config=cuda";
-#else
-  if (!torch::cuda::is_available()) {
-    return "no GPU (torch::cuda::is_available() is false)";
-  }
-  return "";
-#endif
 }
 
 TEST_CASE("CUDA allocator statistics track allocations", "[cuda]") {

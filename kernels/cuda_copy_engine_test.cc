@@ -16,23 +16,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "collector/cuda_skip.h"
+
 #ifdef REMAT_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
 
 namespace remat::kernels {
 namespace {
-
-std::string CudaSkipReason() {
-#ifndef REMAT_WITH_CUDA
-  return "built without --config=cuda";
-#else
-  if (!torch::cuda::is_available()) {
-    return "no GPU (torch::cuda::is_available() is false)";
-  }
-  return "";
-#endif
-}
 
 #define SKIP_WITHOUT_GPU()                                   \
   if (const std::string why = CudaSkipReason(); !why.empty()) { \
