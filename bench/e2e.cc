@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
           o.solver = name;
           if (name == "exact_recompute") {
             o.solver = "exact";
-            o.host_link_gb_per_s = 0;  // no copy engine: nothing offloads
+            o.offload = false;  // no copy engine: nothing offloads
           }
           auto trainer = std::make_shared<Trainer>(o, planner.get());
           std::shared_ptr<Planner> held = std::move(planner);

@@ -63,7 +63,7 @@ struct Trainer::Impl {
     // probe takes about 5 ms each way (16 MiB would take seconds on a slow
     // one).
     int64_t probe_bytes = 0;
-    if (device.is_cuda() || o.host_link_gb_per_s > 0) {
+    if (o.offload && (device.is_cuda() || o.host_link_gb_per_s > 0)) {
       kernels::CopyEngineOptions engine;
       engine.link_bytes_per_s = o.host_link_gb_per_s * 1e9;
       auto made = NewCopyEngine(device, engine);

@@ -38,8 +38,11 @@ struct TrainerOptions {
   std::string solver;
   // An emulated host link for OFFLOAD (CPU only), GB/s per direction: the
   // model gets a CPU copy engine held to that bandwidth, which collect
-  // steps measure for the planner. 0: no engine; plans never offload.
+  // steps measure for the planner. 0: no engine on the CPU; plans never
+  // offload there. On a GPU the model always has the CUDA engine.
   double host_link_gb_per_s = 0;
+  // False: no copy engine on any device; plans never offload.
+  bool offload = true;
   // When set, collected samples are written to this trace CSV, replacing
   // it (the format bench:estimator_accuracy --trace replays).
   std::string trace_path;

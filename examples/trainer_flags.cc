@@ -40,6 +40,9 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
                   "measured); 0: no link, nothing is offloaded (on a GPU "
                   "OFFLOAD always uses its real link)")
       ->check(CLI::Range(0.0, 1e4))->capture_default_str();
+  app->add_flag("!--no-offload", o->offload,
+                "no copy engine (on a GPU too): plans only keep and "
+                "recompute");
 }
 
 std::string FinishTrainerFlags(TrainerOptions* o) {

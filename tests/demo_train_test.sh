@@ -85,6 +85,14 @@ awk '
   END { exit bad }' "$dir/offload.out" || fail "an offloaded step exceeded its prediction by over 10%"
 grep -qE "^loss: [0-9.]+ .* -> [0-9.]+ " "$dir/offload.out" ||
   fail "offload run: no loss summary"
+# --no-offload: the same run without a copy engine offloads nothing.
+"$train" --steps 40 --depth 3 --width 64 --heads 2 --ffn 128 --max-seq 256 \
+  --median-seq 90 --budget-fraction 0.45 --seed 3 --threads 1 \
+  --solver delta --host-link-gbps 4 --no-offload >"$dir/no_offload.out" 2>&1
+grep -qE "^loss: " "$dir/no_offload.out" ||
+  fail "--no-offload run: $(tail -5 "$dir/no_offload.out")"
+! grep -qE "^step .* offload [1-9]" "$dir/no_offload.out" ||
+  fail "--no-offload: a step offloaded"
 
 kill -TERM "$daemon"
 wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
