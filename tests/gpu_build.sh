@@ -38,8 +38,8 @@ RUNTIME_SRCS=(collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
   collector/block_sampler.cc collector/trace_recorder.cc
   client/checkpoint.cc client/offload.cc client/plan_chooser.cc
   client/planner.cc client/runtime.cc
-  kernels/copy_engine.cc kernels/copy_queue.cc kernels/cpu_copy_engine.cc
-  kernels/cuda_copy_engine.cc kernels/host_pool.cc
+  kernels/copy_engine.cc kernels/cpu_copy_engine.cc
+  kernels/copy_queue.cc kernels/cuda_copy_engine.cc kernels/host_pool.cc
   planner/core.cc planner/estimator.cc planner/exact_solver.cc
   planner/internal/least_squares.cc planner/internal/monomials.cc
   planner/model.cc planner/plan.cc planner/plan_cache.cc planner/solver.cc
@@ -137,7 +137,7 @@ _obj() { echo "$BUILD_DIR/$(tr / _ <<<"${1%.cc}").o"; }
 
 # Sources that need CUDA (the CUDA memory source and copy engine) are left
 # out of a build against a PyTorch without it.
-CUDA_SRCS=" collector/cuda_memory_source.cc kernels/cuda_copy_engine.cc "
+CUDA_SRCS=" collector/cuda_memory_source.cc kernels/copy_queue.cc kernels/cuda_copy_engine.cc "
 gpu_sources() {
   local src
   for src in "$@"; do
