@@ -50,7 +50,12 @@ absl::Status CopyEvent::Wait() const {
   if (state_ == nullptr) return absl::OkStatus();
   std::unique_lock lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
-  return state_->status;
+  if (state_->status.ok()) return absl::OkStatus();
+  // A copy of its own, not one sharing the stored status's reference-counted
+  // text: that count lives in Debian's uninstrumented libabsl_status, so
+  // ThreadSanitizer would see the copy thread free text this thread read,
+  // without the atomic decrement that orders the two.
+  return absl::Status(state_->status.code(), state_->status.message());
 }
 
 void CopyEvent::Complete(absl::Status status) const {

@@ -198,13 +198,19 @@ TEST_CASE("MeasureLink reads the emulated link's speed each way") {
     auto engine = NewCpuCopyEngine(options);
     std::vector<unsigned char> device = RandomBytes(size_t{4} << 20, 9);
     const std::vector<unsigned char> before = device;
-    auto link = MeasureLink(engine.get(), device.data(), int64_t{4} << 20);
-    REQUIRE(link.ok());
-    INFO(gbps << " GB/s: d2h " << link->d2h_bytes_per_s << ", h2d "
-              << link->h2d_bytes_per_s);
     // The cap is a floor on each copy's time; queueing and scheduling only
-    // add to it.
-    for (double measured : {link->d2h_bytes_per_s, link->h2d_bytes_per_s}) {
+    // add to it, so the fastest of three tries is the one to hold to both
+    // bounds.
+    LinkBandwidth best;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto link = MeasureLink(engine.get(), device.data(), int64_t{4} << 20);
+      REQUIRE(link.ok());
+      best.d2h_bytes_per_s = std::max(best.d2h_bytes_per_s, link->d2h_bytes_per_s);
+      best.h2d_bytes_per_s = std::max(best.h2d_bytes_per_s, link->h2d_bytes_per_s);
+    }
+    INFO(gbps << " GB/s: d2h " << best.d2h_bytes_per_s << ", h2d "
+              << best.h2d_bytes_per_s);
+    for (double measured : {best.d2h_bytes_per_s, best.h2d_bytes_per_s}) {
       CHECK(measured <= gbps * 1e9 * 1.02);
       CHECK(measured >= gbps * 1e9 * 0.25);
     }
