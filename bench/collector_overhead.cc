@@ -1,10 +1,12 @@
 // What collecting costs: a step that measures every block (the safe plan
 // with the CPU tracker attached and the sampler hooked into the recompute)
 // against a step that only recomputes every block, and against a step with
-// no checkpointing; a collecting step that also measures the host link as
-// the runtime does with a copy engine (kernels::MeasureLink, one copy each
-// way of PlannedModelOptions' default 16 MiB probe, on the CPU engine at
-// memory speed); and how far the collected per-block bytes are from a
+// no checkpointing; a collecting step as the runtime runs it with a copy
+// engine attached (the CPU engine at memory speed): every block also
+// counts the bytes OFFLOAD would move for it (its saved tensors, through
+// the saved-tensor hooks), and the host link is measured after the step
+// (kernels::MeasureLink, one copy each way of PlannedModelOptions' default
+// 16 MiB probe); and how far the collected per-block bytes are from a
 // direct measurement of each block run alone under the tracker.
 //
 // Model: a small transformer encoder on CPU (hand-written attention from
@@ -118,7 +120,7 @@ int Main() {
   torch::Tensor x = torch::randn({batch, seq, d});
   CpuMemoryTracker tracker;
   BlockSampler sampler(&tracker, static_cast<int>(layers));
-  Sample collected;
+  Sample collected, with_transfer;
   auto engine = kernels::NewCpuCopyEngine();
   const int64_t probe_bytes = PlannedModelOptions().link_probe_bytes();
   torch::Tensor probe = torch::zeros({probe_bytes}, torch::kUInt8);
@@ -134,15 +136,17 @@ int Main() {
       auto attached = tracker.Attach();
       sampler.BeginStep(model->resident_bytes() + x.nbytes());
       model->set_observer(&sampler);
+      if (kind == 3) model->set_copy_engine(engine.get());
       model->forward(x, all).sum().backward();
       model->set_observer(nullptr);
+      model->set_copy_engine(nullptr);
       auto sample = sampler.EndStep({double(batch), double(seq)});
       if (!sample.ok()) {
         std::fprintf(stderr, "collect failed: %s\n",
                      sample.status().ToString().c_str());
         std::exit(1);
       }
-      collected = *sample;
+      (kind == 3 ? with_transfer : collected) = *sample;
       if (kind == 3) {
         auto measured =
             kernels::MeasureLink(engine.get(), probe.data_ptr(), probe_bytes);
@@ -159,7 +163,8 @@ int Main() {
     return Ms(start, Clock::now());
   };
 
-  constexpr int kKinds = 4;  // none, recompute all, collect, collect + link
+  // none, recompute all, collect, collect + transfer bytes + link
+  constexpr int kKinds = 4;
   for (int w = 0; w < 2; ++w) {
     for (int kind = 0; kind < kKinds; ++kind) step(kind);
   }
@@ -201,6 +206,8 @@ int Main() {
                          {"act_bytes", m.act_bytes},
                          {"direct_act_bytes", act_bytes},
                          {"input_bytes", m.input_bytes},
+                         {"transfer_bytes",
+                          with_transfer.blocks[i].transfer_bytes.value_or(-1)},
                          {"forward_ns", m.forward_ns}});
     torch::NoGradGuard no_grad;
     input = out.detach();
