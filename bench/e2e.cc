@@ -248,9 +248,10 @@ int main(int argc, char** argv) {
   double budget_fraction = kDefaultBudgetFraction;
   std::string svg_path = "bench/e2e.svg";
   bool verbose = false;
-  std::vector<std::string> names = {
+  const std::vector<std::string> known = {
       "none",  "all",   "sqrt",           "static_max", "mimose_greedy",
       "delta", "exact", "exact_recompute"};
+  std::vector<std::string> names = known;
   CLI::App app{"End-to-end strategy benchmark on the demo trainer."};
   app.add_option("--steps", steps, "steps per strategy")
       ->check(CLI::PositiveNumber)->capture_default_str();
@@ -261,7 +262,10 @@ int main(int argc, char** argv) {
   app.add_option("--budget-fraction", budget_fraction,
                  "budget as a fraction of the no-checkpoint peak at max seq")
       ->check(CLI::Range(0.05, 10.0))->capture_default_str();
-  app.add_option("--strategies", names, "strategies to run")
+  app.add_option("--strategies", names,
+                 "strategies to run (space- or comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(known))
       ->capture_default_str();
   AddTrainerFlags(&app, &options);
   app.add_option("--svg", svg_path,
