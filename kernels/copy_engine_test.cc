@@ -205,8 +205,10 @@ TEST_CASE("MeasureLink reads the emulated link's speed each way") {
     for (int attempt = 0; attempt < 3; ++attempt) {
       auto link = MeasureLink(engine.get(), device.data(), int64_t{4} << 20);
       REQUIRE(link.ok());
-      best.d2h_bytes_per_s = std::max(best.d2h_bytes_per_s, link->d2h_bytes_per_s);
-      best.h2d_bytes_per_s = std::max(best.h2d_bytes_per_s, link->h2d_bytes_per_s);
+      best.d2h_bytes_per_s =
+          std::max(best.d2h_bytes_per_s, link->d2h_bytes_per_s);
+      best.h2d_bytes_per_s =
+          std::max(best.h2d_bytes_per_s, link->h2d_bytes_per_s);
     }
     INFO(gbps << " GB/s: d2h " << best.d2h_bytes_per_s << ", h2d "
               << best.h2d_bytes_per_s);
