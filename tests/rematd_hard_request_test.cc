@@ -39,8 +39,14 @@ double Quantile(std::vector<double> v, double q) {
 // budget of the hard request.
 int64_t RegisterHardModel(testing::RawClient* client) {
   const ModelSpec hard = testing::HardChainModel("hard");
-  REQUIRE(client->Register(hard).ok());
-  REQUIRE(client->Samples(hard, testing::HardChainSamples(hard)).ok());
+  const grpc::Status registered = client->Register(hard);
+  INFO("RegisterModel: " << registered.error_message());
+  REQUIRE(registered.ok());
+  const grpc::Status reported =
+      client->Samples(hard, testing::HardChainSamples(hard));
+  INFO("ReportSamples: " << reported.error_code() << " "
+                         << reported.error_message());
+  REQUIRE(reported.ok());
   return testing::HardChainBudgetBytes(hard);
 }
 
