@@ -10,8 +10,9 @@ namespace remat {
 namespace testing {
 namespace {
 
-// Generous: under ThreadSanitizer, beside other tests on two cores, a
-// ReportSamples of the hard chain's samples has taken over 20 s.
+// Generous: under ThreadSanitizer, beside other tests on two cores, the
+// hard chain's ReportSamples once failed with a 20 s deadline (status not
+// recorded; most likely the deadline).
 void Deadline(grpc::ClientContext* c) {
   c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
 }
