@@ -24,6 +24,8 @@ print(torch.__version__)
 print(torch.version.cuda or "")
 print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
 print(sysconfig.get_paths()["purelib"])
+print(sysconfig.get_paths()["include"])
+print(sys.executable)
 """
 
 def _debian_impl(ctx):
@@ -89,13 +91,18 @@ def _torch2_impl(ctx):
         why = "no torch 2.x in {} ({}): run ./setup.sh --torch2".format(venv, detail)
         ctx.file("BUILD.bazel", header + "\n".join([
             _failing(n, why)
-            for n in ["torch", "torch_cuda", "cuda_runtime", "nvcc"]
+            for n in ["torch", "torch_cuda", "cuda_runtime", "nvcc", "python_headers", "python"]
         ]))
         ctx.file("info.bzl", "TORCH_VERSION = ''\nCUDA_VERSION = ''\n")
         return
-    root, version, cuda, abi, site = probe.stdout.strip().splitlines()[-5:]
+    root, version, cuda, abi, site, py_include, py = probe.stdout.strip().splitlines()[-7:]
     ctx.symlink(root + "/include", "include")
     lib = root + "/lib"
+    # The environment's Python, for the extension module
+    # (//client/python) and the tests that import it: its headers (pybind11
+    # is torch's own, under include/) and the interpreter itself.
+    ctx.symlink(py_include, "python_include")
+    ctx.file("python.sh", "#!/bin/sh\nexec {} \"$@\"\n".format(py), executable = True)
 
     # The CUDA runtime and toolkit headers the wheel's nvidia-* packages
     # carry (nvidia/cu13/{include,lib,bin} for CUDA 13).
@@ -109,6 +116,17 @@ cc_library(
     defines = ["_GLIBCXX_USE_CXX11_ABI={abi}"],
     linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-Wl,--no-as-needed",
                 "-ltorch", "-ltorch_cpu", "-lc10", "-Wl,--as-needed"],
+)
+
+cc_library(
+    name = "python_headers",
+    hdrs = glob(["python_include/**"]),
+    includes = ["python_include"],
+)
+
+sh_binary(
+    name = "python",
+    srcs = ["python.sh"],
 )
 """.format(lib = lib, abi = abi)]
 

@@ -1,0 +1,380 @@
+// remat._core: the C++ client core for Python (pybind11).
+//
+// What it binds, and nothing more: the planners (in process and remote),
+// plan choice with its fallbacks (PlanChooser), the memory sources (the
+// CPU tracker; the CUDA allocator's statistics in CUDA builds), the block
+// sampler that turns a measured step into a Sample, and the trace recorder.
+// How a step runs its blocks under a plan is PyTorch's business and lives
+// in Python (remat/torch.py).
+//
+// Errors: a non-OK absl::Status becomes remat.Error (remat/errors.py) with
+// the status code's name and the message.
+//
+// The GIL is released around every call that may wait on the daemon or
+// solve a plan, so other Python threads (a data loader) keep running.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/plan_chooser.h"
+#include "client/planner.h"
+#include "client/remote_planner.h"
+#include "collector/block_sampler.h"
+#include "collector/cpu_memory_tracker.h"
+#include "collector/cuda_memory_source.h"
+#include "collector/memory_source.h"
+#include "collector/trace_recorder.h"
+#include "planner/core.h"
+#include "planner/model.h"
+#include "planner/plan.h"
+
+namespace py = pybind11;
+
+namespace remat {
+namespace {
+
+// Raises remat.Error(code, message) for a non-OK status (with the GIL).
+void Raise(const absl::Status& status) {
+  py::object error = py::module_::import("remat.errors").attr("Error");
+  py::object instance =
+      error(std::string(absl::StatusCodeToString(status.code())),
+            std::string(status.message()));
+  PyErr_SetObject(error.ptr(), instance.ptr());
+  throw py::error_already_set();
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> value) {
+  if (!value.ok()) Raise(value.status());
+  return *std::move(value);
+}
+
+// A MemorySource written in Python (a subclass of remat._core.MemorySource).
+class PyMemorySource : public MemorySource {
+ public:
+  int64_t current_bytes() const override {
+    PYBIND11_OVERRIDE_PURE(int64_t, MemorySource, current_bytes);
+  }
+  int64_t peak_bytes() const override {
+    PYBIND11_OVERRIDE_PURE(int64_t, MemorySource, peak_bytes);
+  }
+  void reset_peak() override {
+    PYBIND11_OVERRIDE_PURE(void, MemorySource, reset_peak);
+  }
+  bool absolute() const override {
+    PYBIND11_OVERRIDE(bool, MemorySource, absolute);
+  }
+  void Synchronize() override {
+    PYBIND11_OVERRIDE_NAME(void, MemorySource, "synchronize", Synchronize);
+  }
+  int64_t out_of_memory_count() const override {
+    PYBIND11_OVERRIDE(int64_t, MemorySource, out_of_memory_count);
+  }
+};
+
+// A MemorySource::Attachment as a context manager; detach() (or leaving
+// the with block) destroys it, on the thread that attached.
+struct Attachment {
+  std::unique_ptr<MemorySource::Attachment> held;
+  void Detach() { held.reset(); }
+};
+
+// Runs `f` without the GIL: a call that may wait on a solve or the daemon.
+template <typename F>
+auto NoGil(F f) {
+  py::gil_scoped_release released;
+  return f();
+}
+
+std::chrono::milliseconds Ms(double ms) {
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+}  // namespace
+}  // namespace remat
+
+PYBIND11_MODULE(_core, m) {
+  using namespace remat;
+  m.doc() = "remat's C++ client core (see the remat package for the API).";
+
+  py::enum_<Action>(m, "Action", "What a block does with its activations.")
+      .value("KEEP", Action::kKeep)
+      .value("RECOMPUTE", Action::kRecompute)
+      .value("OFFLOAD", Action::kOffload);
+
+  py::enum_<PlanSource>(m, "PlanSource", "Where a step's plan came from.")
+      .value("LOCAL_CACHE", PlanSource::kLocalCache)
+      .value("PLANNER", PlanSource::kPlanner)
+      .value("COLLECT", PlanSource::kCollect)
+      .value("LAST_GOOD", PlanSource::kLastGood)
+      .value("SAFE", PlanSource::kSafe);
+
+  py::class_<BlockSpec>(m, "BlockSpec")
+      .def(py::init([](std::string name, bool checkpointable) {
+             return BlockSpec{std::move(name), checkpointable};
+           }),
+           py::arg("name"), py::arg("checkpointable") = true)
+      .def_readwrite("name", &BlockSpec::name)
+      .def_readwrite("checkpointable", &BlockSpec::checkpointable);
+
+  py::class_<ModelSpec>(m, "ModelSpec")
+      .def(py::init([](std::string name, std::vector<std::string> features,
+                       std::vector<BlockSpec> blocks) {
+             return ModelSpec{std::move(name), std::move(features),
+                              std::move(blocks)};
+           }),
+           py::arg("name"), py::arg("feature_names"), py::arg("blocks"))
+      .def_readwrite("name", &ModelSpec::name)
+      .def_readwrite("feature_names", &ModelSpec::feature_names)
+      .def_readwrite("blocks", &ModelSpec::blocks)
+      .def("validate", [](const ModelSpec& s) { Check(ValidateModelSpec(s)); });
+
+  py::class_<BlockMeasurement>(m, "BlockMeasurement")
+      .def(py::init<>())
+      .def_readwrite("act_bytes", &BlockMeasurement::act_bytes)
+      .def_readwrite("input_bytes", &BlockMeasurement::input_bytes)
+      .def_readwrite("forward_ns", &BlockMeasurement::forward_ns)
+      .def_readwrite("workspace_bytes", &BlockMeasurement::workspace_bytes)
+      .def_readwrite("transfer_bytes", &BlockMeasurement::transfer_bytes);
+
+  py::class_<Sample>(m, "Sample")
+      .def(py::init<>())
+      .def_readwrite("features", &Sample::features)
+      .def_readwrite("blocks", &Sample::blocks)
+      .def_readwrite("base_bytes", &Sample::base_bytes)
+      .def_readwrite("peak_bytes", &Sample::peak_bytes)
+      .def_readwrite("d2h_bytes_per_s", &Sample::d2h_bytes_per_s)
+      .def_readwrite("h2d_bytes_per_s", &Sample::h2d_bytes_per_s);
+
+  py::class_<Outcome>(m, "Outcome")
+      .def(py::init<>())
+      .def_readwrite("model", &Outcome::model)
+      .def_readwrite("features", &Outcome::features)
+      .def_readwrite("actions", &Outcome::actions)
+      .def_readwrite("measured_peak_bytes", &Outcome::measured_peak_bytes)
+      .def_readwrite("step_ns", &Outcome::step_ns)
+      .def_readwrite("out_of_memory", &Outcome::out_of_memory)
+      .def_readwrite("plan_source", &Outcome::plan_source);
+
+  py::class_<Plan, std::shared_ptr<Plan>>(m, "Plan")
+      .def_readonly("actions", &Plan::actions)
+      .def_readonly("reasons", &Plan::reasons)
+      .def_readonly("feasible", &Plan::feasible)
+      .def_readonly("predicted_peak_bytes", &Plan::predicted_peak_bytes)
+      .def_readonly("recompute_ns", &Plan::recompute_ns)
+      .def_readonly("exposed_transfer_ns", &Plan::exposed_transfer_ns)
+      .def_readonly("solver", &Plan::solver)
+      .def_readonly("optimality_gap_ns", &Plan::optimality_gap_ns);
+
+  py::class_<PlanResult>(m, "PlanResult")
+      .def_readonly("collect", &PlanResult::collect)
+      .def_readonly("collect_reason", &PlanResult::collect_reason)
+      .def_property_readonly(
+          "plan",
+          [](const PlanResult& r) { return std::make_shared<Plan>(*r.plan); })
+      .def_readonly("from_cache", &PlanResult::from_cache)
+      .def_readonly("bucket", &PlanResult::bucket);
+
+  // The planners. Every call may block (a solve, the daemon): no GIL.
+  py::class_<Planner>(m, "Planner", "A planner: in process or rematd.")
+      .def(
+          "register_model",
+          [](Planner& p, const ModelSpec& spec) {
+            Check(NoGil([&] { return p.RegisterModel(spec); }));
+          },
+          py::arg("spec"))
+      .def(
+          "get_plan",
+          [](Planner& p, const std::string& model, Features features,
+             int64_t budget_bytes, const std::string& solver, bool offload) {
+            PlanRequest request;
+            request.model = model;
+            request.features = std::move(features);
+            request.budget_bytes = budget_bytes;
+            request.solver = solver;
+            request.offload = offload;
+            return Value(NoGil([&] { return p.GetPlan(request); }));
+          },
+          py::arg("model"), py::arg("features"), py::arg("budget_bytes"),
+          py::arg("solver") = "", py::arg("offload") = true)
+      .def(
+          "report_samples",
+          [](Planner& p, const std::string& model,
+             const std::vector<Sample>& samples) {
+            Check(NoGil([&] { return p.ReportSamples(model, samples); }));
+          },
+          py::arg("model"), py::arg("samples"))
+      .def(
+          "report_outcome",
+          [](Planner& p, const Outcome& outcome) {
+            Check(NoGil([&] { return p.ReportOutcome(outcome); }));
+          },
+          py::arg("outcome"));
+
+  py::class_<LocalPlanner, Planner>(m, "LocalPlanner")
+      .def(py::init([](std::map<std::string, double> granularity,
+                       const std::string& default_solver,
+                       double margin_fraction, double host_link_bytes_per_s) {
+             CoreOptions options;
+             for (const auto& [name, g] : granularity) {
+               options.granularity[name] = g;
+             }
+             if (!default_solver.empty()) {
+               options.default_solver = default_solver;
+             }
+             options.margin_fraction = margin_fraction;
+             options.host_link_bytes_per_s = host_link_bytes_per_s;
+             return std::make_unique<LocalPlanner>(options);
+           }),
+           py::arg("granularity") = std::map<std::string, double>{},
+           py::arg("default_solver") = "", py::arg("margin_fraction") = 0.0,
+           py::arg("host_link_bytes_per_s") = 0.0);
+
+  py::class_<RemotePlanner, Planner>(m, "RemotePlanner")
+      .def(py::init([](const std::string& address, double get_plan_deadline_ms,
+                       double call_deadline_ms, int max_attempts,
+                       const std::string& tls_ca_file,
+                       const std::string& tls_cert_file,
+                       const std::string& tls_key_file) {
+             RemotePlannerOptions options;
+             options.address = address;
+             options.get_plan_deadline = Ms(get_plan_deadline_ms);
+             options.call_deadline = Ms(call_deadline_ms);
+             options.max_attempts = max_attempts;
+             options.tls = {tls_ca_file, tls_cert_file, tls_key_file};
+             return std::make_unique<RemotePlanner>(options);
+           }),
+           py::arg("address") = std::string(kDefaultDaemonAddress),
+           py::arg("get_plan_deadline_ms") = 50.0,
+           py::arg("call_deadline_ms") = 2000.0, py::arg("max_attempts") = 3,
+           py::arg("tls_ca_file") = "", py::arg("tls_cert_file") = "",
+           py::arg("tls_key_file") = "")
+      .def(
+          "plans_from_daemon",
+          [](const RemotePlanner& p) { return p.stats().plans_from_daemon; });
+
+  py::class_<PlanChoice>(m, "PlanChoice")
+      .def_readonly("actions", &PlanChoice::actions)
+      .def_readonly("source", &PlanChoice::source)
+      .def_readonly("predicted_peak_bytes", &PlanChoice::predicted_peak_bytes)
+      .def_readonly("solver", &PlanChoice::solver)
+      .def_property_readonly("collect", &PlanChoice::collect)
+      .def_readonly("bucket", &PlanChoice::bucket)
+      .def_property_readonly("planner_error",
+                             [](const PlanChoice& c) -> py::object {
+                               if (c.planner_status.ok()) return py::none();
+                               return py::str(c.planner_status.ToString());
+                             });
+
+  py::class_<PlanChooserStats>(m, "PlanChooserStats")
+      .def_readonly("local_hits", &PlanChooserStats::local_hits)
+      .def_readonly("planner_calls", &PlanChooserStats::planner_calls)
+      .def_readonly("collects", &PlanChooserStats::collects)
+      .def_readonly("fallbacks_last_good",
+                    &PlanChooserStats::fallbacks_last_good)
+      .def_readonly("fallbacks_safe", &PlanChooserStats::fallbacks_safe);
+
+  py::class_<PlanChooser>(m, "PlanChooser")
+      .def(py::init([](Planner* planner, ModelSpec spec, size_t cache_capacity,
+                       std::map<std::string, double> granularity,
+                       std::string solver, bool offload) {
+             PlanChooserOptions options;
+             options.cache_capacity = cache_capacity;
+             for (const auto& [name, g] : granularity) {
+               options.granularity[name] = g;
+             }
+             options.solver = std::move(solver);
+             options.offload = offload;
+             return std::make_unique<PlanChooser>(planner, std::move(spec),
+                                                  options);
+           }),
+           py::arg("planner"), py::arg("spec"), py::arg("cache_capacity") = 256,
+           py::arg("granularity") = std::map<std::string, double>{},
+           py::arg("solver") = "", py::arg("offload") = false,
+           // The chooser holds the planner: keep it alive as long.
+           py::keep_alive<1, 2>())
+      .def("choose", &PlanChooser::Choose, py::arg("features"),
+           py::arg("budget_bytes"),
+           py::call_guard<py::gil_scoped_release>())
+      .def_static(
+          "check_actions",
+          [](const ModelSpec& spec, const std::vector<Action>& actions,
+             bool offload) {
+            Check(PlanChooser::CheckActions(spec, actions, offload));
+          },
+          py::arg("spec"), py::arg("actions"), py::arg("offload") = false)
+      .def("invalidate_plans", &PlanChooser::InvalidatePlans)
+      .def("stats", &PlanChooser::stats);
+
+  py::class_<MemorySource, PyMemorySource>(m, "MemorySource")
+      .def(py::init<>())
+      .def("current_bytes", &MemorySource::current_bytes)
+      .def("peak_bytes", &MemorySource::peak_bytes)
+      .def("reset_peak", &MemorySource::reset_peak)
+      .def("absolute", &MemorySource::absolute)
+      .def("synchronize", &MemorySource::Synchronize)
+      .def("out_of_memory_count", &MemorySource::out_of_memory_count)
+      .def("attach", [](MemorySource& s) {
+        return Attachment{s.Attach()};
+      });
+
+  py::class_<Attachment>(m, "Attachment")
+      .def("detach", &Attachment::Detach)
+      .def("__enter__", [](Attachment& a) -> Attachment& { return a; },
+           py::return_value_policy::reference)
+      .def("__exit__", [](Attachment& a, py::args) { a.Detach(); });
+
+  py::class_<CpuMemoryTracker, MemorySource>(m, "CpuMemoryTracker")
+      .def(py::init<>())
+      .def("events", &CpuMemoryTracker::events);
+
+#ifdef REMAT_WITH_CUDA
+  py::class_<CudaMemorySource, MemorySource>(m, "CudaMemorySource")
+      .def(py::init<int>(), py::arg("device_index") = 0)
+      .def_property_readonly("device_index", &CudaMemorySource::device_index);
+  m.attr("WITH_CUDA") = true;
+#else
+  m.attr("WITH_CUDA") = false;
+#endif
+
+  py::class_<BlockSampler>(m, "BlockSampler")
+      .def(py::init<MemorySource*, int>(), py::arg("source"),
+           py::arg("num_blocks"), py::keep_alive<1, 2>())
+      .def("begin_step", &BlockSampler::BeginStep,
+           py::arg("resident_bytes") = 0)
+      .def("before_block", &BlockSampler::BeforeBlock, py::arg("index"),
+           py::arg("input_bytes"))
+      .def("after_block", &BlockSampler::AfterBlock, py::arg("index"))
+      .def("after_backward", &BlockSampler::AfterBackward, py::arg("index"))
+      .def("transfer_bytes", &BlockSampler::TransferBytes, py::arg("index"),
+           py::arg("bytes"))
+      .def(
+          "end_step",
+          [](BlockSampler& s, const Features& features) {
+            return Value(s.EndStep(features));
+          },
+          py::arg("features"));
+
+  py::class_<TraceRecorder>(m, "TraceRecorder")
+      .def(py::init<std::string, ModelSpec>(), py::arg("path"),
+           py::arg("spec"))
+      .def(
+          "record",
+          [](TraceRecorder& t, const Sample& sample) {
+            Check(t.Record(sample));
+          },
+          py::arg("sample"));
+}

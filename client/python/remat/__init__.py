@@ -1,0 +1,50 @@
+"""remat: input-aware activation checkpointing for PyTorch.
+
+Per training step remat plans which blocks of a model keep their
+activations and which recompute them in backward, from the batch's input
+features and a memory budget; ``remat.torch.PlannedModule`` applies the
+plans. Plans come from a planner in this process (``LocalPlanner``, the
+default) or from the ``rematd`` daemon (``RemotePlanner``), with fallbacks
+when the daemon does not answer (the last good plan, then the safe plan).
+"""
+
+# torch first: the extension links the LibTorch that this torch loads.
+import torch as _torch  # noqa: F401
+
+from remat.errors import Error
+from remat._core import (  # noqa: F401
+    Action,
+    BlockMeasurement,
+    BlockSampler,
+    BlockSpec,
+    CpuMemoryTracker,
+    LocalPlanner,
+    MemorySource,
+    ModelSpec,
+    Outcome,
+    Plan,
+    PlanChoice,
+    PlanChooser,
+    PlanResult,
+    PlanSource,
+    Planner,
+    RemotePlanner,
+    Sample,
+    TraceRecorder,
+    WITH_CUDA,
+)
+
+if WITH_CUDA:
+    from remat._core import CudaMemorySource  # noqa: F401
+
+KEEP = Action.KEEP
+RECOMPUTE = Action.RECOMPUTE
+OFFLOAD = Action.OFFLOAD
+
+__all__ = [
+    "Action", "BlockMeasurement", "BlockSampler", "BlockSpec",
+    "CpuMemoryTracker", "Error", "KEEP", "LocalPlanner", "MemorySource",
+    "ModelSpec", "OFFLOAD", "Outcome", "Plan", "PlanChoice", "PlanChooser",
+    "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RemotePlanner",
+    "Sample", "TraceRecorder", "WITH_CUDA",
+] + (["CudaMemorySource"] if WITH_CUDA else [])

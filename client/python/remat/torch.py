@@ -1,0 +1,525 @@
+"""Apply remat's per-step plans to a PyTorch model.
+
+``PlannedModule`` holds a model's blocks in forward order and, per training
+step, asks the planner which blocks keep their activations and which
+recompute them in backward, runs them so, and reports what it measured::
+
+    import remat
+    from remat.torch import PlannedModule, memory_source_for
+
+    planned = PlannedModule(model.layers, name="encoder",
+                            feature_names=["batch", "seq"],
+                            memory=memory_source_for(device))
+    for x in batches:
+        with planned.step(features={"batch": x.shape[0], "seq": x.shape[1]},
+                          budget_bytes=budget):
+            loss = head(planned(embed(x))).mean()
+            loss.backward()
+        optimizer.step()
+
+Actions, per block:
+
+* KEEP runs the block as it is.
+* RECOMPUTE runs it through ``torch.utils.checkpoint.checkpoint`` with
+  ``use_reentrant=False`` and the RNG state preserved, so dropout draws the
+  same numbers in the recompute and gradients equal the plain model's.
+* COLLECT (the planner cannot vouch for these features yet) runs the safe
+  plan, every checkpointable block recomputed, and measures each block as
+  the C++ runtime does: its activations and forward time when it is
+  (re)computed, its backward's workspace, the step's peak. The sample goes
+  to the planner, which then plans for such batches.
+* OFFLOAD is not run by this runtime yet: it asks for plans without it.
+
+Calling conventions: the first block is called with ``forward``'s
+arguments; each later block with the previous block's output as its first
+positional argument (all of them, when the output is a tuple), followed by
+``forward``'s other positional and keyword arguments (an attention mask
+that every layer reads, say). Outside a step, ``forward`` runs the plain
+model (every block KEEP).
+
+A step never fails for want of a planner: when the planner (the daemon) does
+not answer, the step runs the last good plan for a covering batch, else the
+safe plan, and training goes on; failures to report are warned about once.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import OrderedDict
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
+                    Sequence, Tuple, Union)
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
+
+from remat import _core
+from remat._core import Action, PlanSource
+from remat.errors import Error
+
+__all__ = ["PlannedModule", "Step", "memory_source_for", "resident_bytes"]
+
+Blocks = Union[nn.ModuleList, nn.Sequential, Mapping[str, nn.Module],
+               Iterable[Tuple[str, nn.Module]]]
+
+
+def memory_source_for(device: Union[str, torch.device]) -> _core.MemorySource:
+    """The memory source that measures steps on ``device``.
+
+    CPU: the tracker of LibTorch's CPU allocator (counts what a step
+    allocates). CUDA: the caching allocator's statistics for that device.
+    """
+    device = torch.device(device)
+    if device.type == "cpu":
+        return _core.CpuMemoryTracker()
+    if device.type == "cuda":
+        if not _core.WITH_CUDA:
+            raise Error("FAILED_PRECONDITION",
+                        "remat._core was built without CUDA; reinstall it "
+                        "from an environment whose torch has CUDA")
+        index = device.index if device.index is not None else \
+            torch.cuda.current_device()
+        return _core.CudaMemorySource(index)
+    raise Error("INVALID_ARGUMENT",
+                f"device: no memory source for {device.type!r}; "
+                "use 'cpu' or 'cuda'")
+
+
+def resident_bytes(module: nn.Module,
+                   tensors: Iterable[Any] = ()) -> int:
+    """Bytes of ``module``'s parameters, their gradients and buffers, and of
+    ``tensors``, each storage counted once: what was alive before a step
+    that a relative memory source (the CPU tracker) cannot see."""
+    seen = set()
+    total = 0
+
+    def add(t: Optional[torch.Tensor]) -> None:
+        nonlocal total
+        if not isinstance(t, torch.Tensor):
+            return
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), t.device)
+        if storage.nbytes() == 0 or key in seen:
+            return
+        seen.add(key)
+        total += storage.nbytes()
+
+    for p in module.parameters():
+        add(p)
+        add(p.grad)
+    for b in module.buffers():
+        add(b)
+    for t in tensors:
+        add(t)
+    return total
+
+
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (tuple, list)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+def _named_blocks(blocks: Blocks) -> "OrderedDict[str, nn.Module]":
+    if isinstance(blocks, (nn.ModuleList, nn.Sequential)):
+        named = [(str(i), m) for i, m in enumerate(blocks)]
+    elif isinstance(blocks, Mapping):
+        named = list(blocks.items())
+    else:
+        named = list(blocks)
+    out: "OrderedDict[str, nn.Module]" = OrderedDict()
+    for i, item in enumerate(named):
+        if not (isinstance(item, tuple) and len(item) == 2 and
+                isinstance(item[0], str) and isinstance(item[1], nn.Module)):
+            raise TypeError(f"blocks[{i}]: expected (name, nn.Module), "
+                            f"got {type(item).__name__}")
+        name, module = item
+        if name in out:
+            raise ValueError(f"blocks[{i}]: the name {name!r} is taken; "
+                             "block names must be unique")
+        out[name] = module
+    if not out:
+        raise ValueError("blocks: a model needs at least one block")
+    return out
+
+
+class PlannedModule(nn.Module):
+    """A model's blocks, run per step under remat's plans.
+
+    Args:
+        blocks: the blocks in forward order: an ``nn.ModuleList`` or
+            ``nn.Sequential`` (named "0", "1", ...), a mapping of names to
+            modules, or ``(name, module)`` pairs. Blocks are registered as
+            submodules of ``self.blocks``.
+        planner: where plans come from; default: a ``remat.LocalPlanner``
+            in this process. A ``remat.RemotePlanner`` asks ``rematd``.
+        name: the model's name for the planner (the daemon keeps one state
+            per name).
+        feature_names: the batch features plans depend on, e.g.
+            ``["batch", "seq"]``; each step gives a value for each.
+        checkpointable: per block, whether it may be recomputed (default:
+            all). A block whose forward is not deterministic apart from its
+            RNG (or that is cheap to keep) can opt out.
+        memory: where steps are measured (``memory_source_for(device)``);
+            ``None``: no measurement, so COLLECT steps run the safe plan
+            and report nothing, and outcomes carry no peak.
+        trace: a ``remat.TraceRecorder`` that also records collected
+            samples (a trace CSV for offline fitting), or ``None``.
+        solver: the solver to ask for (empty: the planner's default).
+        granularity: per feature, the bucket the local plan cache rounds
+            it up to (match the planner's; default: the planner's default).
+        cache_capacity: plans kept locally.
+        preserve_rng_state: save and restore the RNG state around
+            recomputes (needed for dropout to match).
+        report_outcomes: report each planned step's measured peak and time
+            (the planner recalibrates on them).
+    """
+
+    def __init__(self,
+                 blocks: Blocks,
+                 *,
+                 planner: Optional[_core.Planner] = None,
+                 name: str = "model",
+                 feature_names: Sequence[str] = ("batch",),
+                 checkpointable: Optional[Sequence[bool]] = None,
+                 memory: Optional[_core.MemorySource] = None,
+                 trace: Optional[_core.TraceRecorder] = None,
+                 solver: str = "",
+                 granularity: Optional[Mapping[str, float]] = None,
+                 cache_capacity: int = 256,
+                 preserve_rng_state: bool = True,
+                 report_outcomes: bool = True) -> None:
+        super().__init__()
+        named = _named_blocks(blocks)
+        if not all(n and "." not in n for n in named):
+            raise ValueError("blocks: names must be non-empty and "
+                             "contain no '.' (they name submodules)")
+        self.blocks = nn.ModuleDict(named)
+        if checkpointable is None:
+            checkpointable = [True] * len(named)
+        if len(checkpointable) != len(named):
+            raise ValueError(f"checkpointable: {len(checkpointable)} values "
+                             f"for {len(named)} blocks; give one per block")
+        self.spec = _core.ModelSpec(
+            name, list(feature_names),
+            [_core.BlockSpec(n, bool(c)) for n, c in
+             zip(named, checkpointable)])
+        self.spec.validate()
+        self.planner = planner if planner is not None else \
+            _core.LocalPlanner()
+        self.chooser = _core.PlanChooser(
+            self.planner, self.spec, cache_capacity=cache_capacity,
+            granularity=dict(granularity or {}), solver=solver,
+            offload=False)
+        self.memory = memory
+        self.trace = trace
+        self.preserve_rng_state = preserve_rng_state
+        self.report_outcomes = report_outcomes
+        self._step: Optional[Step] = None
+        self._pending_outcome: Optional[_core.Outcome] = None
+        self._warned_report = False
+
+    @property
+    def feature_names(self) -> List[str]:
+        return list(self.spec.feature_names)
+
+    def step(self, features: Mapping[str, float],
+             budget_bytes: int) -> "Step":
+        """One training step under a plan, as a context manager.
+
+        Entering asks for the plan (local cache, planner, fallbacks); the
+        body runs forward (once) and backward; leaving measures and reports
+        (the sample of a COLLECT step, else the outcome). An exception in
+        the body propagates; its step's outcome is reported at the next
+        step, never while the exception unwinds.
+
+        Args:
+            features: a value for each of ``feature_names``.
+            budget_bytes: the device memory the step may use, in bytes.
+        """
+        if self._step is not None:
+            raise RuntimeError("PlannedModule.step: a step is already "
+                               "running; steps do not nest")
+        missing = [n for n in self.spec.feature_names if n not in features]
+        unknown = [n for n in features if n not in self.spec.feature_names]
+        if missing or unknown:
+            raise ValueError(
+                f"features: expected exactly {self.feature_names}; "
+                + (f"missing {missing}" if missing else "")
+                + ("; " if missing and unknown else "")
+                + (f"unknown {unknown}" if unknown else ""))
+        return Step(self, [float(features[n]) for n in
+                           self.spec.feature_names], int(budget_bytes))
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        step = self._step
+        if step is None or not torch.is_grad_enabled():
+            return self._run(None, args, kwargs)
+        return step._forward(args, kwargs)
+
+    def forward_with(self, actions: Sequence[Action], *args: Any,
+                     **kwargs: Any) -> Any:
+        """Runs the blocks under ``actions`` (one per block), outside any
+        step: no planner, no measurement. Raises remat.Error
+        (INVALID_ARGUMENT) for actions this model cannot run."""
+        actions = list(actions)
+        _core.PlanChooser.check_actions(self.spec, actions, False)
+        return self._run(_Runner(self, actions), args, kwargs)
+
+    def _run(self, runner: Optional["_Runner"], args: Tuple[Any, ...],
+             kwargs: Dict[str, Any]) -> Any:
+        rest = args[1:]
+        value: Any = args[0] if args else None
+        for i, block in enumerate(self.blocks.values()):
+            call_args = args if i == 0 else \
+                ((*value, *rest) if isinstance(value, tuple)
+                 else (value, *rest))
+            if runner is None:
+                value = block(*call_args, **kwargs)
+            else:
+                value = runner.run_block(i, block, call_args, kwargs)
+        return value
+
+    def _warn_report(self, error: Exception) -> None:
+        if self._warned_report:
+            return
+        self._warned_report = True
+        print(f"remat: reporting step results for model '{self.spec.name}' "
+              f"failed ({error}); training continues. Further failures are "
+              "not logged.", file=sys.stderr)
+
+
+class _Runner:
+    """Runs blocks under one plan's actions and records what ran; with a
+    sampler (a COLLECT step), measures each block as it is computed."""
+
+    def __init__(self, owner: PlannedModule, actions: List[Action],
+                 sampler: Optional[_core.BlockSampler] = None) -> None:
+        self.owner = owner
+        self.actions = actions
+        self.sampler = sampler
+        self.actions_run: List[Optional[Action]] = [None] * len(actions)
+        self.recomputes: List[int] = [0] * len(actions)
+
+    def run_block(self, i: int, block: nn.Module, args: Tuple[Any, ...],
+                  kwargs: Dict[str, Any]) -> Any:
+        action = self.actions[i]
+        sampler = self.sampler
+        if action == Action.KEEP:
+            self.actions_run[i] = action
+            if sampler is None:
+                return block(*args, **kwargs)
+            sampler.before_block(i, _tensor_bytes(args[0]))
+            out = block(*args, **kwargs)
+            sampler.after_block(i)
+            return out
+        if action == Action.RECOMPUTE:
+            self.actions_run[i] = action
+            return self._recompute(i, block, args, kwargs)
+        raise Error("UNIMPLEMENTED",
+                    f"block {i} ({self.owner.spec.blocks[i].name}): "
+                    "OFFLOAD is not supported by the Python runtime yet")
+
+    def _recompute(self, i: int, block: nn.Module, args: Tuple[Any, ...],
+                   kwargs: Dict[str, Any]) -> Any:
+        sampler = self.sampler
+        calls = [0]
+
+        def run(*a: Any, **k: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == 1:
+                return block(*a, **k)  # forward: nothing is saved
+            self.recomputes[i] += 1
+            if sampler is None:
+                return block(*a, **k)
+            sampler.before_block(i, _tensor_bytes(a[0]))
+            out = block(*a, **k)
+            # The output is alive here, as it is in a KEEP block's forward:
+            # the block's activations are what it saved plus its output.
+            sampler.after_block(i)
+            return out
+
+        preserve = self.owner.preserve_rng_state
+        if sampler is None:
+            return checkpoint(run, *args, use_reentrant=False,
+                              preserve_rng_state=preserve, **kwargs)
+        # Collecting: the whole block is recomputed (no early stop), so its
+        # activations are measured whole; its backward is done when the
+        # gradient of its input is (then the workspace window closes).
+        with set_checkpoint_early_stop(False):
+            out = checkpoint(run, *args, use_reentrant=False,
+                             preserve_rng_state=preserve, **kwargs)
+        first = args[0] if args else None
+        if isinstance(first, torch.Tensor) and first.requires_grad:
+            first.register_hook(
+                lambda grad: (sampler.after_backward(i), grad)[1])
+        return out
+
+
+class Step:
+    """One step under a plan (``PlannedModule.step``).
+
+    Attributes:
+        choice: the plan choice (actions, source, predicted peak, solver).
+        actions: the actions the plan asked for, one per block.
+        actions_run: the actions that ran, one per block (None for a block
+            that did not run), filled in by forward.
+        recomputes: per block, how often backward recomputed it.
+        sample: the sample a finished COLLECT step measured, or None.
+        measured_peak_bytes: the step's measured peak (needs a memory
+            source), once finished.
+        error: what reporting failed with, if it did (training goes on).
+    """
+
+    def __init__(self, owner: PlannedModule, features: List[float],
+                 budget_bytes: int) -> None:
+        self._owner = owner
+        self.features = features
+        self.budget_bytes = budget_bytes
+        if owner._pending_outcome is not None:
+            outcome, owner._pending_outcome = owner._pending_outcome, None
+            try:
+                owner.planner.report_outcome(outcome)
+            except Error as e:
+                owner._warn_report(e)
+            owner.chooser.invalidate_plans()
+        self.choice: _core.PlanChoice = owner.chooser.choose(
+            features, budget_bytes)
+        self.actions: List[Action] = list(self.choice.actions)
+        self._runner = _Runner(owner, self.actions)
+        self.sample: Optional[_core.Sample] = None
+        self.measured_peak_bytes: Optional[int] = None
+        self.error: Optional[Exception] = None
+        self._began = False
+        self._finished = False
+        self._attachment = None
+        self._resident_bytes = 0
+        self._begin_bytes = 0
+        self._ooms_at_start = 0
+        self._start_ns = 0
+
+    @property
+    def actions_run(self) -> List[Optional[Action]]:
+        return self._runner.actions_run
+
+    @property
+    def recomputes(self) -> List[int]:
+        return self._runner.recomputes
+
+    @property
+    def collect(self) -> bool:
+        return self.choice.collect
+
+    @property
+    def source(self) -> PlanSource:
+        return self.choice.source
+
+    def __enter__(self) -> "Step":
+        self._owner._step = self
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._owner._step = None
+        self._finish(unwinding=exc_type is not None)
+
+    # -- forward ------------------------------------------------------------
+
+    def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        if self._began:
+            raise RuntimeError("PlannedModule: forward runs once per step; "
+                               "begin a new step for the next batch")
+        self._began = True
+        self._start_ns = time.perf_counter_ns()
+        owner = self._owner
+        memory = owner.memory
+        if memory is not None:
+            self._ooms_at_start = memory.out_of_memory_count()
+            self._attachment = memory.attach()
+            if not memory.absolute():
+                self._resident_bytes = resident_bytes(
+                    owner, list(args) + list(kwargs.values()))
+            if self.collect:
+                sampler = _core.BlockSampler(memory, len(self.actions))
+                sampler.begin_step(self._resident_bytes)
+                self._runner.sampler = sampler
+            else:
+                memory.reset_peak()
+                self._begin_bytes = memory.current_bytes()
+        return owner._run(self._runner, args, kwargs)
+
+    # -- finishing ----------------------------------------------------------
+
+    def _finish(self, unwinding: bool) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        owner = self._owner
+        outcome = self._measure(unwinding)
+        if unwinding:
+            if outcome is not None:
+                owner._pending_outcome = outcome
+            return
+        try:
+            if self.sample is not None:
+                try:
+                    owner.planner.report_samples(owner.spec.name,
+                                                 [self.sample])
+                finally:
+                    # The planner refit: ask it again rather than reuse
+                    # older plans.
+                    owner.chooser.invalidate_plans()
+                if owner.trace is not None:
+                    owner.trace.record(self.sample)
+            if outcome is not None:
+                owner.planner.report_outcome(outcome)
+                # The planner recalibrates on a peak above its prediction:
+                # plans cached here were sized without that.
+                if outcome.out_of_memory or (
+                        self.choice.predicted_peak_bytes > 0 and
+                        outcome.measured_peak_bytes >
+                        self.choice.predicted_peak_bytes):
+                    owner.chooser.invalidate_plans()
+        except Error as e:
+            self.error = e
+            owner._warn_report(e)
+
+    def _measure(self, unwinding: bool) -> Optional[_core.Outcome]:
+        if not self._began:
+            return None
+        step_ns = time.perf_counter_ns() - self._start_ns
+        owner = self._owner
+        memory = owner.memory
+        oom = memory is not None and \
+            memory.out_of_memory_count() > self._ooms_at_start
+        sampler = self._runner.sampler
+        if sampler is not None and not oom and not unwinding:
+            try:
+                self.sample = sampler.end_step(self.features)
+                self.measured_peak_bytes = self.sample.peak_bytes
+            except Error as e:
+                self.error = e
+        elif memory is not None and sampler is None:
+            self.measured_peak_bytes = memory.peak_bytes() if \
+                memory.absolute() else \
+                self._resident_bytes + memory.peak_bytes() - self._begin_bytes
+        if oom:
+            self.measured_peak_bytes = max(self.measured_peak_bytes or 0,
+                                           self.budget_bytes)
+        if self._attachment is not None:
+            self._attachment.detach()
+            self._attachment = None
+        if (self.collect and not oom) or not owner.report_outcomes or \
+                self.measured_peak_bytes is None:
+            return None
+        outcome = _core.Outcome()
+        outcome.model = owner.spec.name
+        outcome.features = self.features
+        outcome.actions = self.actions
+        outcome.measured_peak_bytes = int(self.measured_peak_bytes)
+        outcome.step_ns = int(step_ns)
+        outcome.out_of_memory = oom
+        outcome.plan_source = self.choice.source
+        return outcome

@@ -1,0 +1,288 @@
+"""remat's Python client against the real rematd (unix socket) and in
+process: plans applied as planned, gradients equal to the plain model's,
+COLLECT then PLAN, fallbacks while the daemon is down and recovery after,
+every step within budget as the CPU tracker measures it."""
+
+import copy
+import csv
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from torch import nn
+
+import remat
+from remat import Action, PlanSource
+from remat.torch import PlannedModule, memory_source_for
+
+import train_encoder  # examples/python (conftest puts it on the path)
+
+BATCH = 4
+VOCAB = 64
+
+
+def small_encoder(seed: int = 0):
+    torch.manual_seed(seed)
+    return train_encoder.make_blocks(depth=3, width=32, heads=2, ffn=64,
+                                     vocab=VOCAB, dropout=0.1)
+
+
+def batch(seq: int, seed: int):
+    return train_encoder.make_batch(BATCH, seq, VOCAB,
+                                    torch.Generator().manual_seed(seed))
+
+
+def grads(module: nn.Module):
+    return {n: p.grad.clone() for n, p in module.named_parameters()
+            if p.grad is not None}
+
+
+def plain_step(blocks, ids, labels, seed: int):
+    """The plain model (nn.Sequential of the same blocks), one step."""
+    model = nn.Sequential(*[m for _, m in blocks])
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    loss = nn.functional.cross_entropy(model(ids), labels)
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def planned_step(planned, ids, labels, seq: int, budget: int, seed: int):
+    planned.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    with planned.step(features={"batch": BATCH, "seq": seq},
+                      budget_bytes=budget) as step:
+        loss = nn.functional.cross_entropy(planned(ids), labels)
+        loss.backward()
+    return step, loss.detach(), [p.grad.clone() for p in
+                                 planned.parameters()]
+
+
+def no_checkpoint_peak(planned, seq: int) -> int:
+    ids, labels = batch(seq, 999)
+    return train_encoder.no_checkpoint_peak_bytes(planned, ids, labels)
+
+
+def check_ran_as_planned(step):
+    assert step.actions_run == step.actions
+    assert step.recomputes == [1 if a == Action.RECOMPUTE else 0
+                               for a in step.actions]
+
+
+def test_errors_are_exceptions_with_code_and_message():
+    planner = remat.LocalPlanner()
+    with pytest.raises(remat.Error) as e:
+        planner.get_plan("nobody", [1.0], 1 << 20)
+    assert e.value.code == "NOT_FOUND" and "nobody" in e.value.message
+    with pytest.raises(remat.Error) as e:
+        planner.register_model(remat.ModelSpec("", ["batch"],
+                                               [remat.BlockSpec("a")]))
+    assert e.value.code == "INVALID_ARGUMENT" and "name" in e.value.message
+    blocks, checkpointable = small_encoder()
+    planned = PlannedModule(blocks, checkpointable=checkpointable,
+                            feature_names=["batch", "seq"])
+    with pytest.raises(ValueError, match="missing \\['seq'\\]"):
+        planned.step(features={"batch": 1}, budget_bytes=1 << 20)
+    with pytest.raises(remat.Error) as e:  # the embedding cannot recompute
+        planned.forward_with([Action.RECOMPUTE] * len(blocks),
+                             batch(8, 0)[0])
+    assert e.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(remat.Error) as e:
+        planned.forward_with([Action.KEEP], batch(8, 0)[0])
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
+def test_every_mixed_plan_matches_the_plain_model_with_dropout():
+    blocks, checkpointable = small_encoder()
+    plain = copy.deepcopy(blocks)
+    planned = PlannedModule(blocks, checkpointable=checkpointable,
+                            feature_names=["batch", "seq"])
+    ids, labels = batch(24, 1)
+    n = len(blocks)
+    for mask in range(1 << (n - 1)):  # every mix of the checkpointable ones
+        actions = [Action.KEEP] + [
+            Action.RECOMPUTE if mask >> i & 1 else Action.KEEP
+            for i in range(n - 1)]
+        want_loss, want = plain_step(plain, ids, labels, seed=mask)
+        planned.zero_grad(set_to_none=True)
+        torch.manual_seed(mask)
+        loss = nn.functional.cross_entropy(
+            planned.forward_with(actions, ids), labels)
+        loss.backward()
+        assert torch.equal(loss, want_loss), actions
+        got = [p.grad for p in planned.parameters()]
+        assert len(got) == len(want)
+        assert all(torch.equal(g, w) for g, w in zip(got, want)), actions
+
+
+def test_keyword_arguments_reach_every_block():
+    torch.manual_seed(0)
+    layers = nn.ModuleList(nn.TransformerEncoderLayer(
+        16, 2, dim_feedforward=32, dropout=0.1, batch_first=True)
+        for _ in range(3))
+    plain = copy.deepcopy(layers)
+    planned = PlannedModule(layers, feature_names=["seq"])
+    x = torch.randn(2, 10, 16, requires_grad=True)
+    mask = torch.zeros(2, 10, dtype=torch.bool)
+    mask[1, 6:] = True  # padding in the second sequence
+    torch.manual_seed(5)
+    want = x
+    for layer in plain:
+        want = layer(want, src_key_padding_mask=mask)
+    want.sum().backward()
+    want_grad, x.grad = x.grad.clone(), None
+    torch.manual_seed(5)
+    got = planned.forward_with([Action.RECOMPUTE, Action.KEEP,
+                                Action.RECOMPUTE], x,
+                               src_key_padding_mask=mask)
+    got.sum().backward()
+    assert torch.equal(got, want) and torch.equal(x.grad, want_grad)
+
+
+def train(planned, plain_blocks, seqs, budget, seed0=0):
+    """Steps over `seqs`; each checked against the plain model (same seed,
+    same batch, same weights: no optimizer) and the budget."""
+    steps = []
+    for k, seq in enumerate(seqs):
+        ids, labels = batch(seq, seed0 + k)
+        step, loss, got = planned_step(planned, ids, labels, seq, budget,
+                                       seed=seed0 + k)
+        want_loss, want = plain_step(plain_blocks, ids, labels,
+                                     seed=seed0 + k)
+        assert torch.equal(loss, want_loss), (k, step.actions)
+        assert all(torch.equal(g, w) for g, w in zip(got, want)), \
+            (k, step.actions)
+        check_ran_as_planned(step)
+        assert step.measured_peak_bytes is not None
+        assert step.measured_peak_bytes <= budget, \
+            (k, seq, step.source, step.actions, step.measured_peak_bytes)
+        steps.append(step)
+    return steps
+
+
+SEQS = [64, 40, 96, 72, 120, 52, 88, 110, 128, 60, 100, 76, 116, 124,
+        48, 92, 84, 108, 68, 104, 56, 112, 80, 36, 128, 98, 44, 126, 66, 90]
+
+
+def test_collect_then_plan_against_rematd(rematd):
+    blocks, checkpointable = small_encoder()
+    plain = copy.deepcopy(blocks)
+    planner = remat.RemotePlanner(rematd.address,
+                                  get_plan_deadline_ms=10000)
+    planned = PlannedModule(blocks, planner=planner, name="encoder",
+                            feature_names=["batch", "seq"],
+                            checkpointable=checkpointable,
+                            memory=memory_source_for("cpu"))
+    budget = no_checkpoint_peak(planned, 128) // 2
+    steps = train(planned, plain, SEQS, budget)
+
+    first = steps[0]
+    assert first.collect and first.source == PlanSource.COLLECT
+    assert first.actions == [Action.KEEP] + [Action.RECOMPUTE] * 4
+    sample = first.sample
+    assert sample is not None and sample.features == [BATCH, 64]
+    assert len(sample.blocks) == len(blocks)
+    assert all(b.act_bytes > 0 and b.forward_ns > 0 for b in sample.blocks)
+    assert all(b.workspace_bytes is not None for b in sample.blocks[1:])
+    assert first.error is None
+
+    planned_steps = [s for s in steps if not s.collect]
+    assert planned_steps, "rematd never planned"
+    assert planner.plans_from_daemon() > 0
+    assert all(s.source in (PlanSource.PLANNER, PlanSource.LOCAL_CACHE)
+               for s in planned_steps)
+    assert all(s.error is None for s in steps)
+    # A budget of half the plain peak at the longest batch: short batches
+    # keep everything, long ones recompute some blocks and keep others.
+    assert any(Action.RECOMPUTE in s.actions and
+               s.actions.count(Action.KEEP) > 1 for s in planned_steps)
+    assert any(s.actions.count(Action.KEEP) == len(blocks)
+               for s in planned_steps)
+    # Every collected sample reached the daemon and is durable there: a
+    # fresh client of a restarted daemon plans at once for a seen bucket.
+    rematd.stop()
+    rematd.start()
+    again = remat.RemotePlanner(rematd.address, get_plan_deadline_ms=10000)
+    result = again.get_plan("encoder", [BATCH, 96], budget, offload=False)
+    assert not result.collect and result.plan.feasible
+
+
+def test_fallback_while_rematd_is_down_and_recovery(rematd):
+    blocks, checkpointable = small_encoder()
+    plain = copy.deepcopy(blocks)
+    planner = remat.RemotePlanner(rematd.address,
+                                  get_plan_deadline_ms=10000,
+                                  call_deadline_ms=2000)
+    planned = PlannedModule(blocks, planner=planner, name="encoder",
+                            feature_names=["batch", "seq"],
+                            checkpointable=checkpointable,
+                            memory=memory_source_for("cpu"))
+    budget = no_checkpoint_peak(planned, 128) // 2
+    before = train(planned, plain, SEQS[:20], budget)
+    assert any(not s.collect for s in before)
+
+    rematd.stop()
+    # Local plans dropped, as after any collected sample: every step asks
+    # the planner, and gets the last good plan of a covering bucket, else
+    # the safe plan; training goes on.
+    planned.chooser.invalidate_plans()
+    down = train(planned, plain, [41, 61, 77, 93, 125, 33], budget, 100)
+    assert all(s.source in (PlanSource.LAST_GOOD, PlanSource.SAFE)
+               for s in down), [s.source for s in down]
+    assert any(s.source == PlanSource.LAST_GOOD for s in down)
+    assert all(s.error is not None and s.error.code in (
+        "UNAVAILABLE", "DEADLINE_EXCEEDED") for s in down)
+
+    rematd.start()
+    seen = []
+    for k, seq in enumerate([45, 65, 81, 97, 117, 37, 57, 73, 85, 101]):
+        step = train(planned, plain, [seq], budget, 200 + k)[0]
+        seen.append(step.source)
+        if step.source == PlanSource.PLANNER:
+            break
+        time.sleep(0.3)  # the channel reconnects within a second
+    assert seen[-1] == PlanSource.PLANNER, seen
+
+
+def test_in_process_planner_and_trace(tmp_path):
+    blocks, checkpointable = small_encoder()
+    plain = copy.deepcopy(blocks)
+    planned = PlannedModule(blocks, name="encoder",
+                            feature_names=["batch", "seq"],
+                            checkpointable=checkpointable,
+                            memory=memory_source_for("cpu"))
+    path = str(tmp_path / "trace.csv")
+    planned.trace = remat.TraceRecorder(path, planned.spec)
+    budget = no_checkpoint_peak(planned, 128) // 2
+    steps = train(planned, plain, SEQS[:16], budget)
+    collected = [s for s in steps if s.collect]
+    assert collected and any(not s.collect for s in steps)
+    with open(path) as f:
+        rows = list(csv.reader(f))
+    assert len(rows) == 1 + len(collected)  # a header, a row per sample
+
+
+EXAMPLE = os.path.join(os.path.dirname(train_encoder.__file__),
+                       "train_encoder.py")
+
+
+@pytest.mark.parametrize("where", ["in-process", "rematd"])
+def test_example_trains_within_budget(where, request):
+    args = [sys.executable, EXAMPLE, "--steps", "24", "--depth", "2",
+            "--width", "32", "--ffn", "64", "--heads", "2", "--max-seq",
+            "160", "--median-seq", "80", "--budget-fraction", "0.7"]
+    if where == "rematd":
+        daemon = request.getfixturevalue("rematd")
+        args += ["--planner", daemon.address]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    assert out.count("\nstep ") == 24
+    assert "steps over budget: 0" in out
+    assert "throughput vs every block recomputed" in out
+    planned_line = [line for line in out.splitlines()
+                    if line.startswith("planned")][0]
+    assert int(planned_line.split()[1]) > 0, out
