@@ -4,6 +4,8 @@
 # (--config=cuda, which implies --config=torch2; see .bazelrc), then the
 # checks that are not Bazel tests:
 #   * the planning core is free of LibTorch and gRPC under both configs;
+#   * the Python package installs with pip and its example trains 100
+#     steps within budget with the loss falling (tests/python_example.sh);
 #   * the GPU scripts' rehearsal: tests/gpu_check.sh and bench/gpu_e2e.sh
 #     build everything (CUDA included) with the C++ compiler alone against
 #     that PyTorch and the folder tests/gpu_deps.sh packs for a GPU machine,
@@ -31,6 +33,9 @@ echo
 check core_light_default tests/core_light.sh
 check core_light_torch2 tests/core_light.sh --config=torch2
 check core_light_cuda tests/core_light.sh --config=cuda
+
+# The README's Python install and example commands, as written.
+check python_example tests/python_example.sh
 
 deps=$(mktemp -d)
 trap 'rm -rf "$deps" "$_log"' EXIT

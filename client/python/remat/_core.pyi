@@ -1,0 +1,177 @@
+"""Types of remat's extension module (client/python/core_module.cc)."""
+
+import enum
+from typing import ContextManager, Dict, List, Optional, Sequence
+
+WITH_CUDA: bool
+
+
+class Action(enum.IntEnum):
+    KEEP = 0
+    RECOMPUTE = 1
+    OFFLOAD = 2
+
+
+class PlanSource(enum.IntEnum):
+    LOCAL_CACHE = 0
+    PLANNER = 1
+    COLLECT = 2
+    LAST_GOOD = 3
+    SAFE = 4
+
+
+class BlockSpec:
+    name: str
+    checkpointable: bool
+    def __init__(self, name: str, checkpointable: bool = True) -> None: ...
+
+
+class ModelSpec:
+    name: str
+    feature_names: List[str]
+    blocks: List[BlockSpec]
+    def __init__(self, name: str, feature_names: Sequence[str],
+                 blocks: Sequence[BlockSpec]) -> None: ...
+    def validate(self) -> None: ...
+
+
+class BlockMeasurement:
+    act_bytes: int
+    input_bytes: int
+    forward_ns: int
+    workspace_bytes: Optional[int]
+    transfer_bytes: Optional[int]
+
+
+class Sample:
+    features: List[float]
+    blocks: List[BlockMeasurement]
+    base_bytes: Optional[int]
+    peak_bytes: Optional[int]
+    d2h_bytes_per_s: Optional[float]
+    h2d_bytes_per_s: Optional[float]
+
+
+class Outcome:
+    model: str
+    features: List[float]
+    actions: List[Action]
+    measured_peak_bytes: int
+    step_ns: int
+    out_of_memory: bool
+    plan_source: Optional[PlanSource]
+
+
+class Plan:
+    actions: List[Action]
+    reasons: List[str]
+    feasible: bool
+    predicted_peak_bytes: int
+    recompute_ns: int
+    exposed_transfer_ns: int
+    solver: str
+    optimality_gap_ns: Optional[int]
+
+
+class PlanResult:
+    collect: bool
+    collect_reason: str
+    plan: Plan
+    from_cache: bool
+    bucket: List[int]
+
+
+class Planner:
+    def register_model(self, spec: ModelSpec) -> None: ...
+    def get_plan(self, model: str, features: Sequence[float],
+                 budget_bytes: int, solver: str = "",
+                 offload: bool = True) -> PlanResult: ...
+    def report_samples(self, model: str, samples: Sequence[Sample]) -> None: ...
+    def report_outcome(self, outcome: Outcome) -> None: ...
+
+
+class LocalPlanner(Planner):
+    def __init__(self, granularity: Dict[str, float] = ...,
+                 default_solver: str = "", margin_fraction: float = 0.0,
+                 host_link_bytes_per_s: float = 0.0) -> None: ...
+
+
+class RemotePlanner(Planner):
+    def __init__(self, address: str = "127.0.0.1:7421",
+                 get_plan_deadline_ms: float = 50.0,
+                 call_deadline_ms: float = 2000.0, max_attempts: int = 3,
+                 tls_ca_file: str = "", tls_cert_file: str = "",
+                 tls_key_file: str = "") -> None: ...
+    def plans_from_daemon(self) -> int: ...
+
+
+class PlanChoice:
+    actions: List[Action]
+    source: PlanSource
+    predicted_peak_bytes: int
+    solver: str
+    collect: bool
+    bucket: List[int]
+    planner_error: Optional[str]
+
+
+class PlanChooserStats:
+    local_hits: int
+    planner_calls: int
+    collects: int
+    fallbacks_last_good: int
+    fallbacks_safe: int
+
+
+class PlanChooser:
+    def __init__(self, planner: Planner, spec: ModelSpec,
+                 cache_capacity: int = 256,
+                 granularity: Dict[str, float] = ..., solver: str = "",
+                 offload: bool = False) -> None: ...
+    def choose(self, features: Sequence[float],
+               budget_bytes: int) -> PlanChoice: ...
+    @staticmethod
+    def check_actions(spec: ModelSpec, actions: Sequence[Action],
+                      offload: bool = False) -> None: ...
+    def invalidate_plans(self) -> None: ...
+    def stats(self) -> PlanChooserStats: ...
+
+
+class Attachment(ContextManager["Attachment"]):
+    def detach(self) -> None: ...
+
+
+class MemorySource:
+    """Subclass it in Python to measure memory some other way."""
+    def current_bytes(self) -> int: ...
+    def peak_bytes(self) -> int: ...
+    def reset_peak(self) -> None: ...
+    def absolute(self) -> bool: ...
+    def synchronize(self) -> None: ...
+    def out_of_memory_count(self) -> int: ...
+    def attach(self) -> Attachment: ...
+
+
+class CpuMemoryTracker(MemorySource):
+    def __init__(self) -> None: ...
+    def events(self) -> int: ...
+
+
+class CudaMemorySource(MemorySource):  # only when WITH_CUDA
+    device_index: int
+    def __init__(self, device_index: int = 0) -> None: ...
+
+
+class BlockSampler:
+    def __init__(self, source: MemorySource, num_blocks: int) -> None: ...
+    def begin_step(self, resident_bytes: int = 0) -> None: ...
+    def before_block(self, index: int, input_bytes: int) -> None: ...
+    def after_block(self, index: int) -> None: ...
+    def after_backward(self, index: int) -> None: ...
+    def transfer_bytes(self, index: int, bytes: int) -> None: ...
+    def end_step(self, features: Sequence[float]) -> Sample: ...
+
+
+class TraceRecorder:
+    def __init__(self, path: str, spec: ModelSpec) -> None: ...
+    def record(self, sample: Sample) -> None: ...
