@@ -241,7 +241,20 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("granularity") = std::map<std::string, double>{},
            py::arg("default_solver") = "", py::arg("margin_fraction") = 0.0,
-           py::arg("host_link_bytes_per_s") = 0.0);
+           py::arg("host_link_bytes_per_s") = 0.0)
+      .def(
+          "model_state",
+          [](LocalPlanner& p, const std::string& model) {
+            return Value(p.core().GetModelState(model));
+          },
+          py::arg("model"));
+
+  py::class_<ModelState>(m, "ModelState")
+      .def_readonly("spec", &ModelState::spec)
+      .def_readonly("num_samples", &ModelState::num_samples)
+      .def_readonly("num_quarantined", &ModelState::num_quarantined)
+      .def_readonly("outcomes", &ModelState::outcomes)
+      .def_readonly("out_of_memory", &ModelState::out_of_memory);
 
   py::class_<RemotePlanner, Planner>(m, "RemotePlanner")
       .def(py::init([](const std::string& address, double get_plan_deadline_ms,

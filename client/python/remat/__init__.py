@@ -21,6 +21,7 @@ from remat._core import (  # noqa: F401
     LocalPlanner,
     MemorySource,
     ModelSpec,
+    ModelState,
     Outcome,
     Plan,
     PlanChoice,
@@ -44,7 +45,7 @@ OFFLOAD = Action.OFFLOAD
 __all__ = [
     "Action", "BlockMeasurement", "BlockSampler", "BlockSpec",
     "CpuMemoryTracker", "Error", "KEEP", "LocalPlanner", "MemorySource",
-    "ModelSpec", "OFFLOAD", "Outcome", "Plan", "PlanChoice", "PlanChooser",
+    "ModelSpec", "ModelState", "OFFLOAD", "Outcome", "Plan", "PlanChoice", "PlanChooser",
     "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RemotePlanner",
     "Sample", "TraceRecorder", "WITH_CUDA",
 ] + (["CudaMemorySource"] if WITH_CUDA else [])

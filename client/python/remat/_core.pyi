@@ -90,10 +90,19 @@ class Planner:
     def report_outcome(self, outcome: Outcome) -> None: ...
 
 
+class ModelState:
+    spec: ModelSpec
+    num_samples: int
+    num_quarantined: int
+    outcomes: int
+    out_of_memory: int
+
+
 class LocalPlanner(Planner):
     def __init__(self, granularity: Dict[str, float] = ...,
                  default_solver: str = "", margin_fraction: float = 0.0,
                  host_link_bytes_per_s: float = 0.0) -> None: ...
+    def model_state(self, model: str) -> ModelState: ...
 
 
 class RemotePlanner(Planner):

@@ -286,3 +286,54 @@ def test_example_trains_within_budget(where, request):
     planned_line = [line for line in out.splitlines()
                     if line.startswith("planned")][0]
     assert int(planned_line.split()[1]) > 0, out
+
+
+def test_a_step_that_raises_reports_its_outcome_at_the_next_step():
+    blocks, checkpointable = small_encoder()
+    planner = remat.LocalPlanner()
+    planned = PlannedModule(blocks, planner=planner, name="encoder",
+                            feature_names=["batch", "seq"],
+                            checkpointable=checkpointable,
+                            memory=memory_source_for("cpu"))
+    budget = no_checkpoint_peak(planned, 128)
+    for k, seq in enumerate(SEQS[:12]):  # until the planner plans
+        ids, labels = batch(seq, k)
+        step, _, _ = planned_step(planned, ids, labels, seq, budget, k)
+    assert not step.collect
+    outcomes = planner.model_state("encoder").outcomes
+    ids, labels = batch(70, 50)
+    with pytest.raises(KeyError):
+        with planned.step(features={"batch": BATCH, "seq": 70},
+                          budget_bytes=budget):
+            nn.functional.cross_entropy(planned(ids), labels).backward()
+            raise KeyError("the trainer's own error")
+    # Nothing is reported while the exception unwinds ...
+    assert planner.model_state("encoder").outcomes == outcomes
+    planned_step(planned, ids, labels, 70, budget, 51)
+    # ... but at the next step: that step's outcome and the next one's.
+    assert planner.model_state("encoder").outcomes == outcomes + 2
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and remat.WITH_CUDA),
+                    reason="needs a CUDA device and a CUDA build of remat")
+def test_cuda_steps_within_budget_and_equal_to_the_plain_model():
+    blocks, checkpointable = small_encoder()
+    blocks = [(n, m.cuda()) for n, m in blocks]
+    plain = copy.deepcopy(blocks)
+    planned = PlannedModule(blocks, name="encoder",
+                            feature_names=["batch", "seq"],
+                            checkpointable=checkpointable,
+                            memory=memory_source_for("cuda"))
+    ids, labels = (t.cuda() for t in batch(128, 999))
+    budget = train_encoder.no_checkpoint_peak_bytes(planned, ids, labels)
+    steps = []
+    for k, seq in enumerate(SEQS[:16]):
+        ids, labels = (t.cuda() for t in batch(seq, k))
+        step, loss, got = planned_step(planned, ids, labels, seq, budget, k)
+        want_loss, want = plain_step(plain, ids, labels, k)
+        assert torch.equal(loss, want_loss)
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+        check_ran_as_planned(step)
+        assert step.measured_peak_bytes <= budget
+        steps.append(step)
+    assert any(not s.collect for s in steps)
