@@ -89,18 +89,22 @@ bool Movable(const at::Tensor& tensor,
          static_cast<int64_t>(tensor.storage().nbytes()) >= min_bytes;
 }
 
-// The storages of `input` and `resident`, which stay on the device.
-std::unordered_set<const void*> Staying(const at::Tensor& input,
-                                        const std::vector<at::Tensor>& resident) {
+// The storages of `tensors`, which stay on the device.
+std::unordered_set<const void*> Staying(const std::vector<at::Tensor>& tensors) {
   std::unordered_set<const void*> stays;
-  auto stay = [&](const at::Tensor& t) {
+  for (const at::Tensor& t : tensors) {
     if (t.defined() && t.has_storage()) {
       stays.insert(t.storage().unsafeGetStorageImpl());
     }
-  };
-  stay(input);
-  for (const at::Tensor& t : resident) stay(t);
+  }
   return stays;
+}
+
+// `input` and `resident`, in one list.
+std::vector<at::Tensor> With(const at::Tensor& input,
+                             std::vector<at::Tensor> resident) {
+  resident.push_back(input);
+  return resident;
 }
 
 // What MeasureTransfer counts for the block running on this thread.
@@ -139,40 +143,18 @@ class CountHooks final : public torch::autograd::SavedVariableHooks {
   at::Tensor kept_;
 };
 
-// The hooks of one saved tensor: its storage's record and how to view it.
+// The hooks of one saved tensor inside Offloader::Run.
 class OffloadHooks final : public torch::autograd::SavedVariableHooks {
  public:
   explicit OffloadHooks(Offloader* offloader) : offloader_(offloader) {}
-
   void call_pack_hook(const at::Tensor& tensor) override {
-    record_ = offloader_->Pack(tensor);
-    if (record_ == nullptr) {
-      // Stays on the device. Detached: holding an output with its
-      // grad_fn here would make a reference cycle.
-      kept_ = tensor.detach();
-      return;
-    }
-    options_ = tensor.options();
-    sizes_ = tensor.sizes().vec();
-    strides_ = tensor.strides().vec();
-    offset_ = tensor.storage_offset();
+    saved_ = SavedTensor::Pack(offloader_, tensor);
   }
-
-  at::Tensor call_unpack_hook() override {
-    if (record_ == nullptr) return kept_;
-    c10::Storage storage = record_->Get();
-    at::NoGradGuard no_grad;
-    return at::empty({0}, options_.device(storage.device()))
-        .set_(storage, offset_, sizes_, strides_);
-  }
+  at::Tensor call_unpack_hook() override { return saved_.Unpack(); }
 
  private:
   Offloader* offloader_;  // only during pack
-  std::shared_ptr<OffloadedStorage> record_;
-  at::Tensor kept_;
-  at::TensorOptions options_;
-  std::vector<int64_t> sizes_, strides_;
-  int64_t offset_ = 0;
+  SavedTensor saved_;
 };
 
 // The base engine, with saved-variable hooks on threads inside
@@ -254,7 +236,6 @@ void OffloadGroup::Prefetch() {
 Offloader::Offloader(kernels::CopyEngine* engine, OffloadOptions options)
     : engine_(engine), options_(options) {
   TORCH_CHECK(engine_ != nullptr, "remat offload: needs a copy engine");
-  InstallOffloadEngine();
 }
 
 Offloader::~Offloader() = default;
@@ -263,28 +244,37 @@ at::Tensor Offloader::Run(
     const std::function<at::Tensor(const at::Tensor&)>& block,
     const at::Tensor& input, const std::vector<at::Tensor>& resident,
     std::shared_ptr<OffloadGroup>* group) {
-  group_ = std::make_shared<OffloadGroup>();
-  *group = group_;
-  stays_ = Staying(input, resident);
+  InstallOffloadEngine();
+  Begin(With(input, resident));
   at::Tensor output;
   {
     ThreadScope<Offloader> scope(&t_current, this);
     output = block(input);
   }
-  // A saved tensor that is the output itself: the next block holds it on
+  *group = End({output});
+  return output;
+}
+
+void Offloader::Begin(const std::vector<at::Tensor>& stays) {
+  group_ = std::make_shared<OffloadGroup>();
+  stays_ = Staying(stays);
+}
+
+std::shared_ptr<OffloadGroup> Offloader::End(
+    const std::vector<at::Tensor>& outputs) {
+  // A saved tensor that is an output itself: the next block holds it on
   // the device anyway, so backward reads it there.
-  if (output.defined() && output.has_storage()) {
+  for (const at::Tensor& output : outputs) {
+    if (!output.defined() || !output.has_storage()) continue;
     auto it = moved_.find(output.storage().unsafeGetStorageImpl());
-    if (it != moved_.end()) {
-      if (auto s = it->second.lock()) {
-        std::lock_guard lock(s->mu);
-        s->resident = output.storage();
-      }
+    if (it == moved_.end()) continue;
+    if (auto s = it->second.lock()) {
+      std::lock_guard lock(s->mu);
+      s->resident = output.storage();
     }
   }
-  group_ = nullptr;
   stays_.clear();
-  return output;
+  return std::exchange(group_, nullptr);
 }
 
 std::shared_ptr<OffloadedStorage> Offloader::Pack(const at::Tensor& tensor) {
@@ -325,6 +315,30 @@ std::shared_ptr<OffloadedStorage> Offloader::Pack(const at::Tensor& tensor) {
   return record;
 }
 
+SavedTensor SavedTensor::Pack(Offloader* offloader, const at::Tensor& tensor) {
+  SavedTensor saved;
+  saved.record_ = offloader->Pack(tensor);
+  if (saved.record_ == nullptr) {
+    // Stays on the device. Detached: holding an output with its grad_fn
+    // here would make a reference cycle.
+    saved.kept_ = tensor.detach();
+    return saved;
+  }
+  saved.options_ = tensor.options();
+  saved.sizes_ = tensor.sizes().vec();
+  saved.strides_ = tensor.strides().vec();
+  saved.offset_ = tensor.storage_offset();
+  return saved;
+}
+
+at::Tensor SavedTensor::Unpack() const {
+  if (record_ == nullptr) return kept_;
+  c10::Storage storage = record_->Get();
+  at::NoGradGuard no_grad;
+  return at::empty({0}, options_.device(storage.device()))
+      .set_(storage, offset_, sizes_, strides_);
+}
+
 void Offloader::WaitCopiesOut() const {
   for (const auto& [key, weak] : moved_) {
     // A record already gone had landed: its copy holds it until then.
@@ -349,7 +363,7 @@ at::Tensor MeasureTransfer(
     const OffloadOptions& options, int64_t* transfer_bytes) {
   InstallOffloadEngine();
   TransferCount count;
-  count.stays = Staying(input, resident);
+  count.stays = Staying(With(input, resident));
   count.min_bytes = options.min_bytes;
   at::Tensor output;
   {

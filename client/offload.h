@@ -4,13 +4,16 @@
 // prefetched when the backward of the block above begins (the memory
 // model's one block of prefetch, plan.h).
 //
-// Mechanism: each time autograd saves a tensor, LibTorch asks the autograd
-// engine for "default saved-variable hooks" (SavedVariable,
-// torch/csrc/autograd/saved_variable_hooks.h). The first Offloader installs
-// an engine that is the base engine with that one method overridden
-// (set_default_engine_stub): its hooks act only on a thread inside
-// Offloader::Run and answer "none" everywhere else, so the rest of the
-// process saves tensors as always. Same mechanism in LibTorch 1.13 and 2.x.
+// Mechanism (C++, Offloader::Run): each time autograd saves a tensor,
+// LibTorch asks the autograd engine for "default saved-variable hooks"
+// (SavedVariable, torch/csrc/autograd/saved_variable_hooks.h). The first
+// Run installs an engine that is the base engine with that one method
+// overridden (set_default_engine_stub): its hooks act only on a thread
+// inside Offloader::Run and answer "none" everywhere else, so the rest of
+// the process saves tensors as always. Same mechanism in LibTorch 1.13 and
+// 2.x. A Python process has its own engine (PyTorch's), which must stay:
+// there the block runs under torch.autograd.graph.saved_tensors_hooks
+// whose hooks are SavedTensor::Pack and Unpack, between Begin and End.
 //
 // What moves: each storage once (views of it, and tensors other blocks of
 // the same step also save, share one copy), if it has at least
@@ -49,6 +52,28 @@ struct OffloadOptions {
 };
 
 struct OffloadedStorage;
+class Offloader;
+
+// One tensor autograd saved while an Offloader's block ran: its storage's
+// record (on its way to host and back), or the tensor itself when it stays
+// on the device, and how to view the storage. What a saved-tensor hook
+// holds.
+class SavedTensor {
+ public:
+  // On the forward's thread, between Begin and End (or inside Run).
+  static SavedTensor Pack(Offloader* offloader, const at::Tensor& tensor);
+  // The tensor again, bit for bit, on its device; waits for its copy
+  // back (prefetched by then, as a rule). Fails (c10::Error) when that
+  // copy failed.
+  at::Tensor Unpack() const;
+
+ private:
+  std::shared_ptr<OffloadedStorage> record_;
+  at::Tensor kept_;
+  at::TensorOptions options_;
+  std::vector<int64_t> sizes_, strides_;
+  int64_t offset_ = 0;
+};
 
 // The tensors one block offloaded. Shared by its saved tensors' hooks.
 class OffloadGroup {
@@ -79,6 +104,14 @@ class Offloader {
                  const std::vector<at::Tensor>& resident,
                  std::shared_ptr<OffloadGroup>* group);
 
+  // Run in two halves, for a runtime that installs the hooks itself
+  // (Python): Begin starts a block whose `stays` (its inputs, parameters
+  // and buffers) stay on the device; End ends it, given its outputs (a
+  // saved output is read from the device, where the next block holds it),
+  // and returns its group.
+  void Begin(const std::vector<at::Tensor>& stays);
+  std::shared_ptr<OffloadGroup> End(const std::vector<at::Tensor>& outputs);
+
   // Returns `x` (the output of the block above the offloaded one), through
   // an autograd node whose backward, which runs as the backward of that
   // block begins, prefetches `group`.
@@ -98,7 +131,7 @@ class Offloader {
  private:
   kernels::CopyEngine* engine_;
   OffloadOptions options_;
-  // Of the block running now: its input's and its parameters' storages.
+  // Of the block running now: its inputs' and its parameters' storages.
   std::unordered_set<const void*> stays_;
   std::shared_ptr<OffloadGroup> group_;  // of the block running now
   // Every storage offloaded in this pass, so each moves once.

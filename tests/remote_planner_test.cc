@@ -30,6 +30,10 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   RemotePlannerOptions options;
   options.address = "unix:" + socket;
   options.get_plan_deadline = std::chrono::milliseconds(2000);  // a busy CI
+  // A refit of the sample grid by a daemon under ThreadSanitizer, on a busy
+  // machine, took over the default 2 s; calls to a daemon that is down
+  // still fail at once (no wait for ready).
+  options.call_deadline = std::chrono::milliseconds(60000);
   RemotePlanner planner(options);
   PlanChooser chooser(&planner, spec);
   REQUIRE(planner.RegisterModel(spec).ok());
@@ -98,6 +102,7 @@ TEST_CASE("a daemon that lost its state gets the model registered again") {
   RemotePlannerOptions options;
   options.address = "unix:" + socket;
   options.get_plan_deadline = std::chrono::milliseconds(5000);
+  options.call_deadline = std::chrono::milliseconds(60000);  // as above
   RemotePlanner planner(options);
   REQUIRE(planner.RegisterModel(spec).ok());
   REQUIRE(daemon->Signal(SIGTERM) == 0);

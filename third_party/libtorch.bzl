@@ -91,7 +91,7 @@ def _torch2_impl(ctx):
         why = "no torch 2.x in {} ({}): run ./setup.sh --torch2".format(venv, detail)
         ctx.file("BUILD.bazel", header + "\n".join([
             _failing(n, why)
-            for n in ["torch", "torch_cuda", "cuda_runtime", "nvcc", "python_headers", "python"]
+            for n in ["torch", "torch_cuda", "cuda_runtime", "nvcc", "python_headers", "python", "torch_python"]
         ]))
         ctx.file("info.bzl", "TORCH_VERSION = ''\nCUDA_VERSION = ''\n")
         return
@@ -127,6 +127,14 @@ cc_library(
 sh_binary(
     name = "python",
     srcs = ["python.sh"],
+)
+
+# torch's Python bindings: tensors to and from Python (torch/csrc/utils/pybind.h).
+cc_library(
+    name = "torch_python",
+    linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-Wl,--no-as-needed",
+                "-ltorch_python", "-Wl,--as-needed"],
+    deps = [":torch", ":python_headers"],
 )
 """.format(lib = lib, abi = abi)]
 

@@ -3,9 +3,10 @@
 // What it binds, and nothing more: the planners (in process and remote),
 // plan choice with its fallbacks (PlanChooser), the memory sources (the
 // CPU tracker; the CUDA allocator's statistics in CUDA builds), the block
-// sampler that turns a measured step into a Sample, and the trace recorder.
-// How a step runs its blocks under a plan is PyTorch's business and lives
-// in Python (remat/torch.py).
+// sampler that turns a measured step into a Sample, the trace recorder, and
+// OFFLOAD's copy engine and offloader (whose pack and unpack PyTorch's
+// saved-tensor hooks call). How a step runs its blocks under a plan is
+// PyTorch's business and lives in Python (remat/torch.py).
 //
 // Errors: a non-OK absl::Status becomes remat.Error (remat/errors.py) with
 // the status code's name and the message.
@@ -14,6 +15,7 @@
 // solve a plan, so other Python threads (a data loader) keep running.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>  // at::Tensor <-> torch.Tensor
 
 #include <chrono>
 #include <cstdint>
@@ -25,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/offload.h"
 #include "client/plan_chooser.h"
 #include "client/planner.h"
 #include "client/remote_planner.h"
@@ -33,6 +36,7 @@
 #include "collector/cuda_memory_source.h"
 #include "collector/memory_source.h"
 #include "collector/trace_recorder.h"
+#include "kernels/copy_engine.h"
 #include "planner/core.h"
 #include "planner/model.h"
 #include "planner/plan.h"
@@ -380,6 +384,86 @@ PYBIND11_MODULE(_core, m) {
             return Value(s.EndStep(features));
           },
           py::arg("features"));
+
+  // OFFLOAD: the copy engine, and the offloader of one forward pass.
+  py::class_<kernels::CopyEngineStats>(m, "CopyEngineStats")
+      .def_readonly("bytes_to_host", &kernels::CopyEngineStats::bytes_to_host)
+      .def_readonly("bytes_to_device",
+                    &kernels::CopyEngineStats::bytes_to_device)
+      .def_readonly("failed_copies", &kernels::CopyEngineStats::failed_copies)
+      .def_readonly("pending_copies",
+                    &kernels::CopyEngineStats::pending_copies)
+      .def_property_readonly("host_reserved_bytes",
+                             [](const kernels::CopyEngineStats& s) {
+                               return s.pool.reserved_bytes;
+                             });
+
+  py::class_<kernels::CopyEngine>(m, "CopyEngine")
+      .def(py::init([](const std::string& device, double link_bytes_per_s,
+                       int64_t host_limit_bytes) {
+             kernels::CopyEngineOptions options;
+             options.link_bytes_per_s = link_bytes_per_s;
+             if (host_limit_bytes > 0) {
+               options.pool.limit_bytes = host_limit_bytes;
+             }
+             std::optional<c10::Device> parsed;
+             try {
+               parsed = c10::Device(device);
+             } catch (const c10::Error&) {
+               Raise(absl::InvalidArgumentError(
+                   "device: \"" + device + "\" is not a device; use cpu or "
+                   "cuda[:N]"));
+             }
+             return Value(NewCopyEngine(*parsed, options));
+           }),
+           py::arg("device") = "cpu", py::arg("link_bytes_per_s") = 0.0,
+           py::arg("host_limit_bytes") = 0)
+      .def_property_readonly("name", &kernels::CopyEngine::name)
+      .def("stats", &kernels::CopyEngine::stats)
+      .def(
+          "measure_link",
+          [](kernels::CopyEngine& engine, const at::Tensor& probe) {
+            TORCH_CHECK(probe.is_contiguous(), "measure_link: a contiguous "
+                        "tensor is needed");
+            auto link = NoGil([&] {
+              return kernels::MeasureLink(
+                  &engine, probe.data_ptr(),
+                  static_cast<int64_t>(probe.nbytes()));
+            });
+            const kernels::LinkBandwidth l = Value(std::move(link));
+            return std::make_pair(l.d2h_bytes_per_s, l.h2d_bytes_per_s);
+          },
+          py::arg("probe"));
+
+  py::class_<OffloadGroup, std::shared_ptr<OffloadGroup>>(m, "OffloadGroup")
+      .def("prefetch", &OffloadGroup::Prefetch);
+
+  py::class_<SavedTensor>(m, "SavedTensor")
+      .def("unpack", &SavedTensor::Unpack,
+           py::call_guard<py::gil_scoped_release>());
+
+  py::class_<Offloader>(m, "Offloader")
+      .def(py::init([](kernels::CopyEngine* engine, int64_t min_bytes) {
+             OffloadOptions options;
+             options.min_bytes = min_bytes;
+             return std::make_unique<Offloader>(engine, options);
+           }),
+           py::arg("engine"), py::arg("min_bytes") = int64_t{64} << 10,
+           py::keep_alive<1, 2>())
+      .def("begin_block", &Offloader::Begin, py::arg("stays"))
+      .def(
+          "pack",
+          [](Offloader& o, const at::Tensor& t) {
+            return SavedTensor::Pack(&o, t);
+          },
+          py::arg("tensor"),
+          // Every saved tensor keeps the offloader (and its engine) alive.
+          py::keep_alive<0, 1>())
+      .def("end_block", &Offloader::End, py::arg("outputs"))
+      .def("wait_copies_out", &Offloader::WaitCopiesOut,
+           py::call_guard<py::gil_scoped_release>());
+  m.def("prefetch_on_backward", &Offloader::PrefetchOnBackward, py::arg("x"),
+        py::arg("group"));
 
   py::class_<TraceRecorder>(m, "TraceRecorder")
       .def(py::init<std::string, ModelSpec>(), py::arg("path"),

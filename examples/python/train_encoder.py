@@ -160,6 +160,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the budget in bytes (overrides --budget-fraction)")
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the every-block-recomputed comparison")
+    p.add_argument("--offload", action="store_true",
+                   help="give the runtime a copy engine, so plans may "
+                   "OFFLOAD blocks to host memory")
+    p.add_argument("--host-link-gbps", type=float, default=0,
+                   help="with --offload on the CPU: hold the copy engine to "
+                   "this emulated host link, GB/s per direction (0: memory "
+                   "speed)")
     p.add_argument("--trace", default="",
                    help="write collected samples to this trace CSV")
     p.add_argument("--seed", type=int, default=1)
@@ -178,8 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                else remat.LocalPlanner())
     spec = dict(name="encoder", feature_names=["batch", "seq"],
                 checkpointable=checkpointable)
+    engine = (remat.CopyEngine(str(device),
+                               link_bytes_per_s=a.host_link_gbps * 1e9)
+              if a.offload else None)
     model = PlannedModule(blocks, planner=planner, solver=a.solver,
-                          memory=memory_source_for(device), **spec).to(device)
+                          memory=memory_source_for(device),
+                          copy_engine=engine, **spec).to(device)
     if a.trace:
         model.trace = remat.TraceRecorder(a.trace, model.spec)
     baseline = PlannedModule(baseline_blocks, **spec).to(device)
@@ -232,6 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               remat.PlanSource.LOCAL_CACHE)
                 else src.name.lower())
         recomputed = sum(x == remat.RECOMPUTE for x in step.actions)
+        offloaded = sum(x == remat.OFFLOAD for x in step.actions)
+        offload = f"offload {offloaded} " if offloaded else ""
         peak = step.measured_peak_bytes or 0
         pred = step.choice.predicted_peak_bytes
         over = peak > budget
@@ -239,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         loss.item()))
         print(f"step {n:4d}/{a.steps}  batch {a.batch:2d} seq {seq:3d}  "
               f"{plan:<13s} recompute {recomputed:2d}/{len(step.actions):<2d} "
-              f"peak {format_bytes(pred) if pred else '-':>9s} pred / "
+              f"{offload}peak {format_bytes(pred) if pred else '-':>9s} pred / "
               f"{format_bytes(peak):>9s} meas / {format_bytes(budget):>9s} "
               f"budget  {ms:7.1f} ms  loss {loss.item():.3f}"
               f"{'  OVER BUDGET' if over else ''}", flush=True)

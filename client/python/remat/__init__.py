@@ -17,11 +17,15 @@ from remat._core import (  # noqa: F401
     BlockMeasurement,
     BlockSampler,
     BlockSpec,
+    CopyEngine,
+    CopyEngineStats,
     CpuMemoryTracker,
     LocalPlanner,
     MemorySource,
     ModelSpec,
     ModelState,
+    Offloader,
+    OffloadGroup,
     Outcome,
     Plan,
     PlanChoice,
@@ -44,8 +48,8 @@ OFFLOAD = Action.OFFLOAD
 
 __all__ = [
     "Action", "BlockMeasurement", "BlockSampler", "BlockSpec",
-    "CpuMemoryTracker", "Error", "KEEP", "LocalPlanner", "MemorySource",
-    "ModelSpec", "ModelState", "OFFLOAD", "Outcome", "Plan", "PlanChoice", "PlanChooser",
+    "CopyEngine", "CopyEngineStats", "CpuMemoryTracker", "Error", "KEEP", "LocalPlanner", "MemorySource",
+    "ModelSpec", "ModelState", "OFFLOAD", "Offloader", "OffloadGroup", "Outcome", "Plan", "PlanChoice", "PlanChooser",
     "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RemotePlanner",
     "Sample", "TraceRecorder", "WITH_CUDA",
 ] + (["CudaMemorySource"] if WITH_CUDA else [])

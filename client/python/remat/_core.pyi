@@ -1,7 +1,9 @@
 """Types of remat's extension module (client/python/core_module.cc)."""
 
 import enum
-from typing import ContextManager, Dict, List, Optional, Sequence
+from typing import ContextManager, Dict, List, Optional, Sequence, Tuple
+
+import torch
 
 WITH_CUDA: bool
 
@@ -169,6 +171,44 @@ class CpuMemoryTracker(MemorySource):
 class CudaMemorySource(MemorySource):  # only when WITH_CUDA
     device_index: int
     def __init__(self, device_index: int = 0) -> None: ...
+
+
+class CopyEngineStats:
+    bytes_to_host: int
+    bytes_to_device: int
+    failed_copies: int
+    pending_copies: int
+    host_reserved_bytes: int
+
+
+class CopyEngine:
+    """Moves OFFLOAD's saved tensors to host and back (cpu: the reference
+    engine, optionally held to an emulated link; cuda: copy streams)."""
+    name: str
+    def __init__(self, device: str = "cpu", link_bytes_per_s: float = 0.0,
+                 host_limit_bytes: int = 0) -> None: ...
+    def stats(self) -> CopyEngineStats: ...
+    def measure_link(self, probe: "torch.Tensor") -> Tuple[float, float]: ...
+
+
+class OffloadGroup:
+    def prefetch(self) -> None: ...
+
+
+class SavedTensor:
+    def unpack(self) -> "torch.Tensor": ...
+
+
+class Offloader:
+    def __init__(self, engine: CopyEngine, min_bytes: int = 65536) -> None: ...
+    def begin_block(self, stays: Sequence["torch.Tensor"]) -> None: ...
+    def pack(self, tensor: "torch.Tensor") -> SavedTensor: ...
+    def end_block(self, outputs: Sequence["torch.Tensor"]) -> OffloadGroup: ...
+    def wait_copies_out(self) -> None: ...
+
+
+def prefetch_on_backward(x: "torch.Tensor",
+                         group: OffloadGroup) -> "torch.Tensor": ...
 
 
 class BlockSampler:

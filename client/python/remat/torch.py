@@ -28,7 +28,15 @@ Actions, per block:
   the C++ runtime does: its activations and forward time when it is
   (re)computed, its backward's workspace, the step's peak. The sample goes
   to the planner, which then plans for such batches.
-* OFFLOAD is not run by this runtime yet: it asks for plans without it.
+* OFFLOAD (with a copy engine, ``copy_engine=remat.CopyEngine(device)``)
+  runs the block under ``torch.autograd.graph.saved_tensors_hooks`` whose
+  hooks send each tensor autograd saves (each storage once, except the
+  block's inputs, parameters and buffers, and storages under
+  ``offload_min_bytes``) to host memory through the copy engine, and
+  bring it back before the block's backward needs it: prefetched when
+  the backward of the block above begins, at the end of forward for the
+  last block. Values come back bit for bit. Without a copy engine the
+  planner is asked for plans without OFFLOAD.
 
 Calling conventions: the first block is called with ``forward``'s
 arguments; each later block with the previous block's output as its first
@@ -52,6 +60,7 @@ from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
 
 import torch
 from torch import nn
+from torch.autograd.graph import saved_tensors_hooks
 from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
 from remat import _core
@@ -59,6 +68,10 @@ from remat._core import Action, PlanSource
 from remat.errors import Error
 
 __all__ = ["PlannedModule", "Step", "memory_source_for", "resident_bytes"]
+
+# The planner's range for a link's speed (planner/model.h): a copy too fast
+# for the clock would read beyond it.
+_MAX_LINK_BYTES_PER_S = 1e15
 
 Blocks = Union[nn.ModuleList, nn.Sequential, Mapping[str, nn.Module],
                Iterable[Tuple[str, nn.Module]]]
@@ -123,6 +136,23 @@ def _tensor_bytes(value: Any) -> int:
     return 0
 
 
+def _unpack(saved: _core.SavedTensor) -> torch.Tensor:
+    return saved.unpack()
+
+
+def _map_first_grad_tensor(value: Any,
+                           f: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """`value` with f applied to its first tensor that requires grad (the
+    value itself, or the first such element of a tuple)."""
+    if isinstance(value, torch.Tensor):
+        return f(value)
+    if isinstance(value, tuple):
+        for k, t in enumerate(value):
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                return value[:k] + (f(t),) + value[k + 1:]
+    return value
+
+
 def _named_blocks(blocks: Blocks) -> "OrderedDict[str, nn.Module]":
     if isinstance(blocks, (nn.ModuleList, nn.Sequential)):
         named = [(str(i), m) for i, m in enumerate(blocks)]
@@ -176,6 +206,15 @@ class PlannedModule(nn.Module):
             recomputes (needed for dropout to match).
         report_outcomes: report each planned step's measured peak and time
             (the planner recalibrates on them).
+        copy_engine: where OFFLOAD blocks send their saved tensors (a
+            ``remat.CopyEngine`` for the model's device); ``None``: no plan
+            offloads.
+        offload_min_bytes: saved storages smaller than this stay on the
+            device (moving them costs more than it frees).
+        link_probe_bytes, link_probe_steps: with a copy engine, the first
+            ``link_probe_steps`` COLLECT steps also time one copy of
+            ``link_probe_bytes`` each way after their backward, so the
+            planner knows the host link; 0: none.
     """
 
     def __init__(self,
@@ -191,7 +230,11 @@ class PlannedModule(nn.Module):
                  granularity: Optional[Mapping[str, float]] = None,
                  cache_capacity: int = 256,
                  preserve_rng_state: bool = True,
-                 report_outcomes: bool = True) -> None:
+                 report_outcomes: bool = True,
+                 copy_engine: Optional[_core.CopyEngine] = None,
+                 offload_min_bytes: int = 64 << 10,
+                 link_probe_bytes: int = 16 << 20,
+                 link_probe_steps: int = 8) -> None:
         super().__init__()
         named = _named_blocks(blocks)
         if not all(n and "." not in n for n in named):
@@ -213,11 +256,16 @@ class PlannedModule(nn.Module):
         self.chooser = _core.PlanChooser(
             self.planner, self.spec, cache_capacity=cache_capacity,
             granularity=dict(granularity or {}), solver=solver,
-            offload=False)
+            offload=copy_engine is not None)
         self.memory = memory
         self.trace = trace
         self.preserve_rng_state = preserve_rng_state
         self.report_outcomes = report_outcomes
+        self.copy_engine = copy_engine
+        self.offload_min_bytes = offload_min_bytes
+        self.link_probe_bytes = link_probe_bytes
+        self.link_probe_steps = link_probe_steps
+        self._link_probes = 0
         self._step: Optional[Step] = None
         self._pending_outcome: Optional[_core.Outcome] = None
         self._warned_report = False
@@ -264,9 +312,11 @@ class PlannedModule(nn.Module):
                      **kwargs: Any) -> Any:
         """Runs the blocks under ``actions`` (one per block), outside any
         step: no planner, no measurement. Raises remat.Error
-        (INVALID_ARGUMENT) for actions this model cannot run."""
+        (INVALID_ARGUMENT) for actions this model cannot run, OFFLOAD
+        without a copy engine among them."""
         actions = list(actions)
-        _core.PlanChooser.check_actions(self.spec, actions, False)
+        _core.PlanChooser.check_actions(self.spec, actions,
+                                        self.copy_engine is not None)
         return self._run(_Runner(self, actions), args, kwargs)
 
     def _run(self, runner: Optional["_Runner"], args: Tuple[Any, ...],
@@ -281,6 +331,8 @@ class PlannedModule(nn.Module):
                 value = block(*call_args, **kwargs)
             else:
                 value = runner.run_block(i, block, call_args, kwargs)
+        if runner is not None:
+            runner.end_forward()
         return value
 
     def _warn_report(self, error: Exception) -> None:
@@ -303,9 +355,34 @@ class _Runner:
         self.sampler = sampler
         self.actions_run: List[Optional[Action]] = [None] * len(actions)
         self.recomputes: List[int] = [0] * len(actions)
+        self.offloader: Optional[_core.Offloader] = None
+        self.below: Optional[_core.OffloadGroup] = None  # offloaded just now
+        self._group: Optional[_core.OffloadGroup] = None  # of the last OFFLOAD
 
     def run_block(self, i: int, block: nn.Module, args: Tuple[Any, ...],
                   kwargs: Dict[str, Any]) -> Any:
+        out = self._run_block(i, block, args, kwargs)
+        if self.below is not None:
+            # The offloaded block below comes back as this one's backward
+            # begins.
+            below, self.below = self.below, None
+            out = _map_first_grad_tensor(
+                out, lambda t: _core.prefetch_on_backward(t, below))
+        if self.actions_run[i] == Action.OFFLOAD:
+            self.below = self._group
+        return out
+
+    def end_forward(self) -> None:
+        """Backward begins once every copy out has landed (the memory
+        model's end of forward); the last block's copy back starts then."""
+        if self.offloader is not None:
+            self.offloader.wait_copies_out()
+        if self.below is not None:
+            self.below.prefetch()
+            self.below = None
+
+    def _run_block(self, i: int, block: nn.Module, args: Tuple[Any, ...],
+                   kwargs: Dict[str, Any]) -> Any:
         action = self.actions[i]
         sampler = self.sampler
         if action == Action.KEEP:
@@ -319,9 +396,36 @@ class _Runner:
         if action == Action.RECOMPUTE:
             self.actions_run[i] = action
             return self._recompute(i, block, args, kwargs)
-        raise Error("UNIMPLEMENTED",
-                    f"block {i} ({self.owner.spec.blocks[i].name}): "
-                    "OFFLOAD is not supported by the Python runtime yet")
+        if action == Action.OFFLOAD:
+            self.actions_run[i] = action
+            return self._offload(i, block, args, kwargs)
+        raise Error("INVALID_ARGUMENT", f"block {i}: unknown action {action}")
+
+    def _offload(self, i: int, block: nn.Module, args: Tuple[Any, ...],
+                 kwargs: Dict[str, Any]) -> Any:
+        engine = self.owner.copy_engine
+        if engine is None:
+            raise Error("FAILED_PRECONDITION",
+                        f"block {i} ({self.owner.spec.blocks[i].name}): "
+                        "OFFLOAD needs a copy engine (PlannedModule("
+                        "copy_engine=remat.CopyEngine(device)))")
+        if self.offloader is None:
+            self.offloader = _core.Offloader(engine,
+                                             self.owner.offload_min_bytes)
+        offloader = self.offloader
+        stays = [t for t in (*args, *kwargs.values())
+                 if isinstance(t, torch.Tensor)]
+        stays += list(block.parameters()) + list(block.buffers())
+        offloader.begin_block(stays)
+        out = None
+        try:
+            with saved_tensors_hooks(offloader.pack, _unpack):
+                out = block(*args, **kwargs)
+        finally:
+            outputs = [t for t in (out if isinstance(out, tuple) else (out,))
+                       if isinstance(t, torch.Tensor)]
+            self._group = offloader.end_block(outputs)
+        return out
 
     def _recompute(self, i: int, block: nn.Module, args: Tuple[Any, ...],
                    kwargs: Dict[str, Any]) -> Any:
@@ -400,6 +504,7 @@ class Step:
         self._begin_bytes = 0
         self._ooms_at_start = 0
         self._start_ns = 0
+        self._device = torch.device("cpu")
 
     @property
     def actions_run(self) -> List[Optional[Action]]:
@@ -433,6 +538,9 @@ class Step:
                                "begin a new step for the next batch")
         self._began = True
         self._start_ns = time.perf_counter_ns()
+        self._device = next((t.device for t in (*args, *kwargs.values())
+                             if isinstance(t, torch.Tensor)),
+                            torch.device("cpu"))  # where the link probe lives
         owner = self._owner
         memory = owner.memory
         if memory is not None:
@@ -449,6 +557,23 @@ class Step:
                 memory.reset_peak()
                 self._begin_bytes = memory.current_bytes()
         return owner._run(self._runner, args, kwargs)
+
+    def _measure_link(self) -> None:
+        """Adds the host link's bandwidth to a COLLECT step's sample, timed
+        after its backward so the step's own times are unaffected."""
+        owner = self._owner
+        if owner.copy_engine is None or owner.link_probe_bytes <= 0 or \
+                owner._link_probes >= owner.link_probe_steps:
+            return
+        owner._link_probes += 1
+        probe = torch.zeros(owner.link_probe_bytes, dtype=torch.uint8,
+                            device=self._device)
+        try:
+            d2h, h2d = owner.copy_engine.measure_link(probe)
+        except Error:
+            return  # e.g. a full host pool: the sample is good without it
+        self.sample.d2h_bytes_per_s = min(d2h, _MAX_LINK_BYTES_PER_S)
+        self.sample.h2d_bytes_per_s = min(h2d, _MAX_LINK_BYTES_PER_S)
 
     # -- finishing ----------------------------------------------------------
 
@@ -511,6 +636,8 @@ class Step:
         if self._attachment is not None:
             self._attachment.detach()
             self._attachment = None
+        if self.sample is not None:
+            self._measure_link()
         if (self.collect and not oom) or not owner.report_outcomes or \
                 self.measured_peak_bytes is None:
             return None
