@@ -9,7 +9,8 @@ mkdir -p "$site/remat"
 cp client/python/remat/*.py "$site/remat/"
 cp "$core" "$site/remat/_core.so"
 export PYTHONPATH="$site" REMATD="$PWD/$rematd"
-# torch's worker threads: two cores here; more only slows the tests.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# One torch thread: tests run side by side on few cores, where spinning
+# worker threads starve the copy engine's and the daemon's.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 exec "$python" -m pytest -q -p no:cacheprovider -rA \
   --junitxml="${XML_OUTPUT_FILE:-$site/pytest.xml}" client/python/tests
