@@ -26,7 +26,8 @@ Actions, per block:
 * COLLECT (the planner cannot vouch for these features yet) runs the safe
   plan, every checkpointable block recomputed, and measures each block as
   the C++ runtime does: its activations and forward time when it is
-  (re)computed, its backward's workspace, the step's peak. The sample goes
+  (re)computed, its backward's workspace, with a copy engine what OFFLOAD
+  would move for it, and the step's peak. The sample goes
   to the planner, which then plans for such batches.
 * OFFLOAD (with a copy engine, ``copy_engine=remat.CopyEngine(device)``)
   runs the block under ``torch.autograd.graph.saved_tensors_hooks`` whose
@@ -134,6 +135,13 @@ def _tensor_bytes(value: Any) -> int:
     if isinstance(value, (tuple, list)):
         return sum(_tensor_bytes(v) for v in value)
     return 0
+
+
+def _storage_key(t: torch.Tensor) -> Optional[int]:
+    """The address of a strided tensor's storage (None for other layouts)."""
+    if t.layout != torch.strided:
+        return None
+    return t.untyped_storage().data_ptr()
 
 
 def _unpack(saved: _core.SavedTensor) -> torch.Tensor:
@@ -389,6 +397,7 @@ class _Runner:
             self.actions_run[i] = action
             if sampler is None:
                 return block(*args, **kwargs)
+            self._count_transfer(i, block, args, kwargs)
             sampler.before_block(i, _tensor_bytes(args[0]))
             out = block(*args, **kwargs)
             sampler.after_block(i)
@@ -400,6 +409,44 @@ class _Runner:
             self.actions_run[i] = action
             return self._offload(i, block, args, kwargs)
         raise Error("INVALID_ARGUMENT", f"block {i}: unknown action {action}")
+
+    def _count_transfer(self, i: int, block: nn.Module,
+                        args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+        """Tells the sampler what OFFLOAD would move for block i, as the C++
+        runtime's MeasureTransfer counts it: the storages autograd saves
+        while the block runs, each once, less those of its inputs,
+        parameters, buffers and outputs and those under offload_min_bytes.
+        Only with a copy engine. Counted in a forward of its own, before
+        the measured one (inside checkpoint, whose own hooks would otherwise
+        see the saves), with the RNG state put back after it."""
+        if self.owner.copy_engine is None:
+            return
+        tensors = [t for t in (*args, *kwargs.values(), *block.parameters(),
+                               *block.buffers())
+                   if isinstance(t, torch.Tensor)]
+        stays = {_storage_key(t) for t in tensors}
+        min_bytes = self.owner.offload_min_bytes
+        # Held until the count is done, so that no other storage takes the
+        # address of one counted.
+        counted: Dict[int, torch.UntypedStorage] = {}
+
+        def pack(t: torch.Tensor) -> None:
+            key = _storage_key(t)
+            if key is not None and key not in stays:
+                storage = t.untyped_storage()
+                if storage.nbytes() >= min_bytes:
+                    counted.setdefault(key, storage)
+
+        cuda = sorted({t.device.index or 0 for t in tensors
+                       if t.device.type == "cuda"})
+        with torch.random.fork_rng(devices=cuda), torch.enable_grad(), \
+                saved_tensors_hooks(pack, lambda _: None):
+            out = block(*args, **kwargs)
+        for t in (out if isinstance(out, tuple) else (out,)):
+            if isinstance(t, torch.Tensor):
+                counted.pop(_storage_key(t), None)
+        self.sampler.transfer_bytes(
+            i, sum(s.nbytes() for s in counted.values()))
 
     def _offload(self, i: int, block: nn.Module, args: Tuple[Any, ...],
                  kwargs: Dict[str, Any]) -> Any:
@@ -435,6 +482,8 @@ class _Runner:
         def run(*a: Any, **k: Any) -> Any:
             calls[0] += 1
             if calls[0] == 1:
+                if sampler is not None:
+                    self._count_transfer(i, block, a, k)
                 return block(*a, **k)  # forward: nothing is saved
             self.recomputes[i] += 1
             if sampler is None:

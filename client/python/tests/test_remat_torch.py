@@ -437,3 +437,32 @@ def test_planned_offload_with_the_delta_solver(tmp_path):
                   if not s.collect and Action.OFFLOAD in s.actions]
     assert offloading, [s.actions for s in steps]
     assert engine.stats().bytes_to_host > 0
+
+
+def test_collect_counts_what_offload_moves():
+    planned, _, engine = offloading_encoder(memory=memory_source_for("cpu"),
+                                            link_probe_bytes=0)
+    ids, labels = batch(96, 6)
+    planned.zero_grad(set_to_none=True)
+    with planned.step(features={"batch": BATCH, "seq": 96},
+                      budget_bytes=1 << 30) as step:
+        nn.functional.cross_entropy(planned(ids), labels).backward()
+    assert step.collect
+    counted = [b.transfer_bytes for b in step.sample.blocks]
+    assert all(c is not None for c in counted)
+    # Each block offloaded alone moves what collection counted for it (the
+    # layers' outputs are not saved by them; the embedding saves only its
+    # input, which stays).
+    n = len(counted)
+    for i in range(n):
+        actions = [Action.KEEP] * n
+        actions[i] = Action.OFFLOAD
+        before = engine.stats().bytes_to_host
+        planned.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(planned.forward_with(actions, ids),
+                                    labels).backward()
+        moved = engine.stats().bytes_to_host - before
+        assert moved == counted[i], (i, moved, counted)
+    assert counted[0] == 0 and all(c > 0 for c in counted[1:])
+    assert all(c < b.act_bytes for c, b in zip(counted[1:4],
+                                                step.sample.blocks[1:4]))
