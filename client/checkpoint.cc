@@ -1,5 +1,6 @@
 #include "client/checkpoint.h"
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -80,11 +81,14 @@ struct RngState {
     gen.set_state(state);
   }
 
-  static RngState Capture(const at::Tensor& input) {
+  // The first defined input's device is the block's.
+  static RngState Capture(at::TensorList inputs) {
     RngState s;
     s.cpu = Get(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
-    if (!input.device().is_cpu()) {
-      s.device = input.device();
+    auto first = std::find_if(inputs.begin(), inputs.end(),
+                              [](const at::Tensor& t) { return t.defined(); });
+    if (first != inputs.end() && !first->device().is_cpu()) {
+      s.device = first->device();
       s.device_state = Get(at::globalContext().defaultGenerator(*s.device));
     }
     return s;
@@ -98,14 +102,14 @@ struct RngState {
   }
 };
 
-// Everything backward needs besides the saved input. Held by the autograd
+// Everything backward needs besides the saved inputs. Held by the autograd
 // node (ctx->saved_data) as a capsule.
 struct CheckpointState : torch::CustomClassHolder {
   BlockFunction block;
   CheckpointOptions options;
-  bool input_requires_grad = false;
+  std::vector<bool> input_requires_grad;
   // The tensors the block reads (its module's parameters): backward
-  // differentiates the recomputed output with respect to these very
+  // differentiates the recomputed outputs with respect to these very
   // tensors. Holding them costs nothing; the module holds them too.
   std::vector<at::Tensor> params;
   std::vector<bool> param_requires_grad;
@@ -115,37 +119,43 @@ struct CheckpointState : torch::CustomClassHolder {
 
 constexpr char kStateKey[] = "remat.checkpoint";
 
+bool NeedsGrad(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
+
 class CheckpointFunction
     : public torch::autograd::Function<CheckpointFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, at::Tensor input,
-                            c10::intrusive_ptr<CheckpointState> state,
-                            at::TensorList params) {
-    state->input_requires_grad = input.requires_grad();
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
+                               c10::intrusive_ptr<CheckpointState> state,
+                               at::TensorList params) {
+    for (const at::Tensor& x : inputs) {
+      state->input_requires_grad.push_back(NeedsGrad(x));
+    }
     for (const at::Tensor& p : params) {
       state->params.push_back(p);
-      state->param_requires_grad.push_back(p.defined() && p.requires_grad());
+      state->param_requires_grad.push_back(NeedsGrad(p));
     }
     state->autocast = AutocastState::Current();
-    if (state->options.preserve_rng) state->rng = RngState::Capture(input);
-    at::Tensor output;
+    if (state->options.preserve_rng) state->rng = RngState::Capture(inputs);
+    Tensors outputs;
     {
       at::NoGradGuard no_grad;
       AutocastScope autocast(state->autocast);
-      output = state->block(input);
+      outputs = state->block(inputs.vec());
     }
-    TORCH_CHECK(output.defined(),
-                "remat::Checkpoint: the block returned an undefined tensor");
-    ctx->save_for_backward({input});
+    for (const at::Tensor& out : outputs) {
+      TORCH_CHECK(out.defined(),
+                  "remat::Checkpoint: the block returned an undefined tensor");
+    }
+    ctx->save_for_backward(inputs.vec());
     ctx->saved_data[kStateKey] = c10::IValue::make_capsule(
         c10::intrusive_ptr<torch::CustomClassHolder>(std::move(state)));
-    return output;
+    return outputs;
   }
 
   static variable_list backward(AutogradContext* ctx,
                                 variable_list grad_outputs) {
     // Throws autograd's "Trying to backward through the graph a second
-    // time" once the first backward released the saved input.
+    // time" once the first backward released the saved inputs.
     variable_list saved = ctx->get_saved_variables();
     auto it = ctx->saved_data.find(kStateKey);
     TORCH_CHECK(it != ctx->saved_data.end(),
@@ -153,49 +163,68 @@ class CheckpointFunction
     auto state = c10::static_intrusive_pointer_cast<CheckpointState>(
         it->second.toCapsule());
 
-    at::Tensor input = saved[0].detach();
-    input.requires_grad_(state->input_requires_grad);
+    const size_t num_inputs = state->input_requires_grad.size();
+    Tensors inputs(num_inputs);
+    for (size_t i = 0; i < num_inputs; ++i) {
+      if (!saved[i].defined()) continue;
+      inputs[i] = saved[i].detach();
+      inputs[i].requires_grad_(state->input_requires_grad[i]);
+    }
 
     // Fork the RNG: restore the forward's state for the recompute, then
     // give the caller back the stream it had.
     std::optional<RngState> caller_rng;
     if (state->rng) {
-      caller_rng = RngState::Capture(input);
+      caller_rng = RngState::Capture(inputs);
       state->rng->Restore();
     }
-    at::Tensor output;
+    Tensors outputs;
     {
       at::AutoGradMode grad_mode(true);
       AutocastScope autocast(state->autocast);
       BlockObserver* observer = state->options.observer;
       if (observer) {
         observer->BeforeBlock(state->options.block_index,
-                              static_cast<int64_t>(input.nbytes()));
+                              StorageBytes(inputs, /*needing_grad=*/true));
       }
-      output = state->block(input);
+      outputs = state->block(inputs);
       if (observer) observer->AfterBlock(state->options.block_index);
     }
     if (caller_rng) caller_rng->Restore();
+    TORCH_CHECK(outputs.size() == grad_outputs.size(),
+                "remat::Checkpoint: the block returned ", outputs.size(),
+                " tensors in its recompute and ", grad_outputs.size(),
+                " in forward; a block must be a pure function of its inputs");
 
-    // Backward input 0 is the tensor, 1 the state (not a variable), then
-    // one per parameter.
+    // Backward inputs: one per input tensor, one for the state (not a
+    // variable), one per parameter.
     const size_t num_params = state->param_requires_grad.size();
-    variable_list grads(2 + num_params);
+    variable_list grads(num_inputs + 1 + num_params);
     variable_list wrt;
     std::vector<size_t> slot;
-    if (state->input_requires_grad) {
-      wrt.push_back(input);
-      slot.push_back(0);
+    for (size_t i = 0; i < num_inputs; ++i) {
+      if (state->input_requires_grad[i]) {
+        wrt.push_back(inputs[i]);
+        slot.push_back(i);
+      }
     }
     for (size_t i = 0; i < num_params; ++i) {
       if (state->param_requires_grad[i]) {
         wrt.push_back(state->params[i]);
-        slot.push_back(2 + i);
+        slot.push_back(num_inputs + 1 + i);
       }
     }
-    if (wrt.empty() || !output.requires_grad()) return grads;
+    // The outputs that carry a gradient back (an unused output gets none).
+    variable_list from, grad_from;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (NeedsGrad(outputs[k]) && grad_outputs[k].defined()) {
+        from.push_back(outputs[k]);
+        grad_from.push_back(grad_outputs[k]);
+      }
+    }
+    if (wrt.empty() || from.empty()) return grads;
     variable_list computed = torch::autograd::grad(
-        {output}, wrt, {grad_outputs[0]}, /*retain_graph=*/false,
+        from, wrt, grad_from, /*retain_graph=*/false,
         /*create_graph=*/false, /*allow_unused=*/true);
     if (BlockObserver* observer = state->options.observer) {
       observer->AfterBackward(state->options.block_index);
@@ -207,21 +236,32 @@ class CheckpointFunction
 
 }  // namespace
 
-at::Tensor Checkpoint(BlockFunction block, const at::Tensor& input,
-                      const std::vector<at::Tensor>& params,
-                      const CheckpointOptions& options) {
-  TORCH_CHECK(input.defined(), "remat::Checkpoint: input is undefined");
-  bool needs_graph = at::GradMode::is_enabled() && input.requires_grad();
-  for (const at::Tensor& p : params) {
-    needs_graph = needs_graph || (at::GradMode::is_enabled() && p.defined() &&
-                                  p.requires_grad());
+Tensors Checkpoint(BlockFunction block, const Tensors& inputs,
+                   const std::vector<at::Tensor>& params,
+                   const CheckpointOptions& options) {
+  TORCH_CHECK(!inputs.empty(), "remat::Checkpoint: a block needs an input");
+  bool needs_graph = false;
+  if (at::GradMode::is_enabled()) {
+    for (const at::Tensor& x : inputs) needs_graph = needs_graph || NeedsGrad(x);
+    for (const at::Tensor& p : params) needs_graph = needs_graph || NeedsGrad(p);
   }
-  if (!needs_graph) return block(input);
+  if (!needs_graph) return block(inputs);
   auto state = c10::make_intrusive<CheckpointState>();
   state->block = std::move(block);
   state->options = options;
-  return CheckpointFunction::apply(input, std::move(state),
+  return CheckpointFunction::apply(at::TensorList(inputs), std::move(state),
                                    at::TensorList(params));
+}
+
+at::Tensor Checkpoint(std::function<at::Tensor(const at::Tensor&)> block,
+                      const at::Tensor& input,
+                      const std::vector<at::Tensor>& params,
+                      const CheckpointOptions& options) {
+  TORCH_CHECK(input.defined(), "remat::Checkpoint: input is undefined");
+  auto one = [block = std::move(block)](const Tensors& in) -> Tensors {
+    return {block(in[0])};
+  };
+  return Checkpoint(one, Tensors{input}, params, options)[0];
 }
 
 }  // namespace remat

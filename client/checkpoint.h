@@ -1,12 +1,14 @@
-// Activation checkpointing for one block: keep only the block's input in
+// Activation checkpointing for one block: keep only the block's inputs in
 // forward, recompute the block in backward.
 //
-// Checkpoint(block, input, params) runs `block` under NoGradGuard, so none
-// of its intermediate tensors are kept; it saves only the input, the RNG
+// Checkpoint(block, inputs, params) runs `block` under NoGradGuard, so none
+// of its intermediate tensors are kept; it saves only the inputs, the RNG
 // state (when preserve_rng is on) and the autocast state. In backward it
 // restores that RNG state (forking: the caller's RNG stream is left as it
 // was), re-runs the block with grad enabled under the saved autocast state,
-// and backpropagates the incoming gradient to the input and to `params`.
+// and backpropagates the incoming gradients of its outputs to the inputs
+// and to `params`. Inputs and outputs may be several tensors; those that
+// need no gradient (integer ids, a mask) pass through untouched.
 // The result is bit-for-bit what running the block normally gives,
 // dropout included.
 //
@@ -23,11 +25,11 @@
 #ifndef REMAT_CLIENT_CHECKPOINT_H_
 #define REMAT_CLIENT_CHECKPOINT_H_
 
-#include <functional>
 #include <vector>
 
 #include <ATen/Tensor.h>
 
+#include "client/block_function.h"
 #include "collector/block_observer.h"
 
 namespace remat {
@@ -43,13 +45,19 @@ struct CheckpointOptions {
   int block_index = -1;
 };
 
-using BlockFunction = std::function<at::Tensor(const at::Tensor&)>;
+// Returns block(inputs), with the block's activations freed until
+// backward. `params` are the tensors the block reads besides its inputs
+// (its parameters) that may need gradients. With grad mode off, or when
+// neither an input nor a parameter requires grad, this is just
+// block(inputs). The RNG state saved is the CPU generator's and that of
+// the first input's device when it is an accelerator.
+Tensors Checkpoint(BlockFunction block, const Tensors& inputs,
+                   const std::vector<at::Tensor>& params,
+                   const CheckpointOptions& options = {});
 
-// Returns block(input), with the block's activations freed until backward.
-// `params` are the tensors the block reads besides its input (its
-// parameters) that may need gradients. With grad mode off, or when neither
-// the input nor any parameter requires grad, this is just block(input).
-at::Tensor Checkpoint(BlockFunction block, const at::Tensor& input,
+// One tensor in, one out.
+at::Tensor Checkpoint(std::function<at::Tensor(const at::Tensor&)> block,
+                      const at::Tensor& input,
                       const std::vector<at::Tensor>& params,
                       const CheckpointOptions& options = {});
 

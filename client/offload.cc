@@ -100,10 +100,10 @@ std::unordered_set<const void*> Staying(const std::vector<at::Tensor>& tensors) 
   return stays;
 }
 
-// `input` and `resident`, in one list.
-std::vector<at::Tensor> With(const at::Tensor& input,
+// `inputs` and `resident`, in one list.
+std::vector<at::Tensor> With(const Tensors& inputs,
                              std::vector<at::Tensor> resident) {
-  resident.push_back(input);
+  resident.insert(resident.end(), inputs.begin(), inputs.end());
   return resident;
 }
 
@@ -240,19 +240,18 @@ Offloader::Offloader(kernels::CopyEngine* engine, OffloadOptions options)
 
 Offloader::~Offloader() = default;
 
-at::Tensor Offloader::Run(
-    const std::function<at::Tensor(const at::Tensor&)>& block,
-    const at::Tensor& input, const std::vector<at::Tensor>& resident,
-    std::shared_ptr<OffloadGroup>* group) {
+Tensors Offloader::Run(const BlockFunction& block, const Tensors& inputs,
+                       const std::vector<at::Tensor>& resident,
+                       std::shared_ptr<OffloadGroup>* group) {
   InstallOffloadEngine();
-  Begin(With(input, resident));
-  at::Tensor output;
+  Begin(With(inputs, resident));
+  Tensors outputs;
   {
     ThreadScope<Offloader> scope(&t_current, this);
-    output = block(input);
+    outputs = block(inputs);
   }
-  *group = End({output});
-  return output;
+  *group = End(outputs);
+  return outputs;
 }
 
 void Offloader::Begin(const std::vector<at::Tensor>& stays) {
@@ -357,27 +356,29 @@ at::Tensor Offloader::PrefetchOnBackward(const at::Tensor& x,
   return PrefetchFunction::apply(x, std::move(state));
 }
 
-at::Tensor MeasureTransfer(
-    const std::function<at::Tensor(const at::Tensor&)>& block,
-    const at::Tensor& input, const std::vector<at::Tensor>& resident,
-    const OffloadOptions& options, int64_t* transfer_bytes) {
+Tensors MeasureTransfer(const BlockFunction& block, const Tensors& inputs,
+                        const std::vector<at::Tensor>& resident,
+                        const OffloadOptions& options,
+                        int64_t* transfer_bytes) {
   InstallOffloadEngine();
   TransferCount count;
-  count.stays = Staying(With(input, resident));
+  count.stays = Staying(With(inputs, resident));
   count.min_bytes = options.min_bytes;
-  at::Tensor output;
+  Tensors outputs;
   {
     ThreadScope<TransferCount> scope(&t_count, &count);
-    output = block(input);
+    outputs = block(inputs);
   }
-  // The output stays on the device (the next block holds it).
-  if (output.defined() && output.has_storage()) {
-    count.counted.erase(output.storage().unsafeGetStorageImpl());
+  // The outputs stay on the device (the next block holds them).
+  for (const at::Tensor& output : outputs) {
+    if (output.defined() && output.has_storage()) {
+      count.counted.erase(output.storage().unsafeGetStorageImpl());
+    }
   }
   int64_t bytes = 0;
   for (const auto& [key, n] : count.counted) bytes += n;
   *transfer_bytes = bytes;
-  return output;
+  return outputs;
 }
 
 absl::StatusOr<std::unique_ptr<kernels::CopyEngine>> NewCopyEngine(

@@ -41,6 +41,7 @@
 #include <c10/core/Device.h>
 
 #include "absl/status/statusor.h"
+#include "client/block_function.h"
 #include "kernels/copy_engine.h"
 
 namespace remat {
@@ -95,14 +96,14 @@ class Offloader {
   explicit Offloader(kernels::CopyEngine* engine, OffloadOptions options = {});
   ~Offloader();
 
-  // Runs block(input) with grad mode as it is, sending what autograd saves
-  // to host, except the storages of `resident` (the block's parameters and
-  // buffers: they stay on the device whatever the plan). `group` receives
-  // the block's offloaded tensors (for PrefetchOnBackward).
-  at::Tensor Run(const std::function<at::Tensor(const at::Tensor&)>& block,
-                 const at::Tensor& input,
-                 const std::vector<at::Tensor>& resident,
-                 std::shared_ptr<OffloadGroup>* group);
+  // Runs block(inputs) with grad mode as it is, sending what autograd
+  // saves to host, except the storages of the inputs and of `resident`
+  // (the block's parameters and buffers: they stay on the device whatever
+  // the plan). `group` receives the block's offloaded tensors (for
+  // PrefetchOnBackward).
+  Tensors Run(const BlockFunction& block, const Tensors& inputs,
+              const std::vector<at::Tensor>& resident,
+              std::shared_ptr<OffloadGroup>* group);
 
   // Run in two halves, for a runtime that installs the hooks itself
   // (Python): Begin starts a block whose `stays` (its inputs, parameters
@@ -112,9 +113,10 @@ class Offloader {
   void Begin(const std::vector<at::Tensor>& stays);
   std::shared_ptr<OffloadGroup> End(const std::vector<at::Tensor>& outputs);
 
-  // Returns `x` (the output of the block above the offloaded one), through
+  // Returns `x` (an output of the block above the offloaded one), through
   // an autograd node whose backward, which runs as the backward of that
-  // block begins, prefetches `group`.
+  // block begins, prefetches `group`. With several outputs, each goes
+  // through one such node: the first gradient to arrive prefetches.
   static at::Tensor PrefetchOnBackward(const at::Tensor& x,
                                        std::shared_ptr<OffloadGroup> group);
 
@@ -138,16 +140,16 @@ class Offloader {
   std::unordered_map<const void*, std::weak_ptr<OffloadedStorage>> moved_;
 };
 
-// Runs block(input) with grad mode as it is, moving nothing, and returns
-// its output; `*transfer_bytes` receives what Offloader::Run would have
+// Runs block(inputs) with grad mode as it is, moving nothing, and returns
+// its outputs; `*transfer_bytes` receives what Offloader::Run would have
 // sent to host for it: the storages autograd saved, each once, less those
-// of `resident`, the input, the output and those under options.min_bytes.
-// A storage that two blocks save counts for each (Run moves it once). For
-// the collector: a COLLECT step measures it as it runs.
-at::Tensor MeasureTransfer(
-    const std::function<at::Tensor(const at::Tensor&)>& block,
-    const at::Tensor& input, const std::vector<at::Tensor>& resident,
-    const OffloadOptions& options, int64_t* transfer_bytes);
+// of `resident`, the inputs, the outputs and those under
+// options.min_bytes. A storage that two blocks save counts for each (Run
+// moves it once). For the collector: a COLLECT step measures it as it runs.
+Tensors MeasureTransfer(const BlockFunction& block, const Tensors& inputs,
+                        const std::vector<at::Tensor>& resident,
+                        const OffloadOptions& options,
+                        int64_t* transfer_bytes);
 
 // The copy engine for tensors on `device`: the CPU reference engine on the
 // CPU; on a CUDA device (in a --config=cuda build) the CUDA engine

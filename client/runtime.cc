@@ -19,9 +19,24 @@ CheckpointedSequentialImpl::CheckpointedSequentialImpl(RuntimeOptions options)
 
 void CheckpointedSequentialImpl::AddBlock(const std::string& name,
                                           torch::nn::AnyModule module,
-                                          bool checkpointable) {
+                                          bool checkpointable,
+                                          bool takes_tensors) {
   TORCH_CHECK(!name.empty(), "CheckpointedSequential: a block needs a name");
-  blocks_.push_back(Block{name, std::move(module), checkpointable});
+  blocks_.push_back(
+      Block{name, std::move(module), checkpointable, takes_tensors});
+}
+
+Tensors CheckpointedSequentialImpl::Call(Block& block, const Tensors& inputs,
+                                         const Tensors& side) {
+  if (block.takes_tensors) {
+    return block.module.forward<Tensors>(inputs, side);
+  }
+  TORCH_CHECK(inputs.size() == 1, "CheckpointedSequential: block '",
+              block.name, "' takes one tensor but the block before it gave ",
+              inputs.size(),
+              "; give it forward(const remat::Tensors& inputs, const "
+              "remat::Tensors& side) -> remat::Tensors");
+  return {block.module.forward(inputs[0])};
 }
 
 ModelSpec CheckpointedSequentialImpl::spec() const {
@@ -38,16 +53,37 @@ torch::Tensor CheckpointedSequentialImpl::forward(const torch::Tensor& input) {
   return forward(input, std::vector<Action>(blocks_.size(), Action::kKeep));
 }
 
-torch::Tensor CheckpointedSequentialImpl::forward_block(
-    size_t index, const torch::Tensor& input) {
+namespace {
+
+// The one output of a model run on one tensor.
+torch::Tensor Only(Tensors outputs) {
+  TORCH_CHECK(outputs.size() == 1, "CheckpointedSequential: the last block "
+              "returned ", outputs.size(), " tensors; call "
+              "forward(inputs, side, actions) for several");
+  return std::move(outputs[0]);
+}
+
+}  // namespace
+
+torch::Tensor CheckpointedSequentialImpl::forward(
+    const torch::Tensor& input, const std::vector<Action>& actions) {
+  return Only(forward(Tensors{input}, {}, actions));
+}
+
+Tensors CheckpointedSequentialImpl::forward_block(size_t index,
+                                                  const Tensors& inputs,
+                                                  const Tensors& side) {
   TORCH_CHECK(index < blocks_.size(), "CheckpointedSequential: block ", index,
               " out of range (", blocks_.size(), " blocks)");
-  return blocks_[index].module.forward(input);
+  return Call(blocks_[index], inputs, side);
+}
+
+torch::Tensor CheckpointedSequentialImpl::forward_block(
+    size_t index, const torch::Tensor& input) {
+  return Only(forward_block(index, Tensors{input}));
 }
 
 namespace {
-
-using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
 
 // A block's parameters and buffers: they stay on the device whatever the
 // plan.
@@ -59,8 +95,9 @@ std::vector<at::Tensor> Resident(const torch::nn::AnyModule& module) {
 
 }  // namespace
 
-torch::Tensor CheckpointedSequentialImpl::forward(
-    const torch::Tensor& input, const std::vector<Action>& actions) {
+Tensors CheckpointedSequentialImpl::forward(
+    const Tensors& inputs, const Tensors& side,
+    const std::vector<Action>& actions) {
   TORCH_CHECK(actions.size() == blocks_.size(),
               "CheckpointedSequential: the plan has ", actions.size(),
               " actions for a model of ", blocks_.size(),
@@ -68,25 +105,32 @@ torch::Tensor CheckpointedSequentialImpl::forward(
   const bool grad = at::GradMode::is_enabled();
   std::unique_ptr<Offloader> offloader;
   std::shared_ptr<OffloadGroup> below;  // the offloaded block just run
-  torch::Tensor x = input;
+  Tensors x = inputs;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Block& block = blocks_[i];
     std::shared_ptr<OffloadGroup> offloaded;
-    torch::nn::AnyModule module = block.module;
-    const BlockFn run = [module](const at::Tensor& t) mutable {
-      return module.forward(t);
+    // Checkpoint and the offloader see the side inputs as inputs (they may
+    // need gradients), after the block's own.
+    const size_t own = x.size();
+    Tensors all = x;
+    all.insert(all.end(), side.begin(), side.end());
+    // Holds the block (its module is shared): a recompute may outlive
+    // this model.
+    const BlockFunction run = [block, own](const Tensors& t) mutable {
+      return Call(block, Tensors(t.begin(), t.begin() + own),
+                  Tensors(t.begin() + own, t.end()));
     };
     // A measured block (with an observer) of a model that can offload also
     // counts, as it runs with grad (a KEEP block's forward, a RECOMPUTE
     // block's recompute), what OFFLOAD would move for it.
-    auto measured = [&](const BlockFn& f) -> BlockFn {
+    auto measured = [&](const BlockFunction& f) -> BlockFunction {
       if (observer_ == nullptr || copy_engine_ == nullptr) return f;
       return [f, observer = observer_, index = static_cast<int>(i),
-              resident = Resident(module),
-              options = offload_options_](const at::Tensor& t) {
+              resident = Resident(block.module),
+              options = offload_options_](const Tensors& t) {
         if (!at::GradMode::is_enabled()) return f(t);
         int64_t bytes = 0;
-        at::Tensor out = MeasureTransfer(f, t, resident, options, &bytes);
+        Tensors out = MeasureTransfer(f, t, resident, options, &bytes);
         observer->TransferBytes(index, bytes);
         return out;
       };
@@ -96,44 +140,53 @@ torch::Tensor CheckpointedSequentialImpl::forward(
         TORCH_CHECK(copy_engine_ != nullptr, "block '", block.name,
                     "': OFFLOAD needs a copy engine (set_copy_engine)");
         if (!grad) {
-          x = block.module.forward(x);
+          x = run(all);
           break;
         }
         if (offloader == nullptr) {
           offloader =
               std::make_unique<Offloader>(copy_engine_, offload_options_);
         }
-        x = offloader->Run(run, x, Resident(block.module), &offloaded);
+        x = offloader->Run(run, all, Resident(block.module), &offloaded);
         break;
       }
       case Action::kRecompute: {
         TORCH_CHECK(block.checkpointable, "block '", block.name,
                     "' is not checkpointable; the plan must KEEP it");
         if (!grad) {
-          x = block.module.forward(x);
+          x = run(all);
           break;
         }
         CheckpointOptions options;
         options.preserve_rng = options_.preserve_rng();
         options.observer = observer_;
         options.block_index = static_cast<int>(i);
-        x = Checkpoint(measured(run), x, block.module.ptr()->parameters(),
+        x = Checkpoint(measured(run), all, block.module.ptr()->parameters(),
                        options);
         break;
       }
       case Action::kKeep:
         if (observer_ != nullptr && grad) {
           observer_->BeforeBlock(static_cast<int>(i),
-                                 static_cast<int64_t>(x.nbytes()));
-          x = measured(run)(x);
+                                 StorageBytes(all, /*needing_grad=*/true));
+          x = measured(run)(all);
           observer_->AfterBlock(static_cast<int>(i));
         } else {
-          x = block.module.forward(x);
+          x = run(all);
         }
         break;
     }
-    // The offloaded block below comes back as this one's backward begins.
-    if (below != nullptr) x = Offloader::PrefetchOnBackward(x, below);
+    // The offloaded block below comes back as this one's backward begins:
+    // when the gradient of any of its outputs arrives.
+    if (below != nullptr) {
+      bool hooked = false;
+      for (at::Tensor& out : x) {
+        if (!out.defined() || !out.requires_grad()) continue;
+        out = Offloader::PrefetchOnBackward(out, below);
+        hooked = true;
+      }
+      if (!hooked) below->Prefetch();
+    }
     below = std::move(offloaded);
   }
   // Backward begins once every copy out has landed (the memory model's
@@ -219,21 +272,29 @@ PlannedModel::Step::~Step() {
 }
 
 torch::Tensor PlannedModel::Step::forward(const torch::Tensor& input) {
+  return Only(forward(Tensors{input}));
+}
+
+Tensors PlannedModel::Step::forward(const Tensors& inputs,
+                                    const Tensors& side) {
+  TORCH_CHECK(!inputs.empty() && inputs[0].defined(),
+              "PlannedModel::Step::forward: the first input is undefined");
   TORCH_CHECK(!began_,
               "PlannedModel::Step::forward runs once per step; "
               "begin a new step for the next batch");
   TORCH_CHECK(!finished_, "PlannedModel::Step: forward after Finish");
   began_ = true;
   start_ = std::chrono::steady_clock::now();
-  input_options_ = input.options();
+  input_options_ = inputs[0].options();
   CheckpointedSequential& model = owner_->model_;
   MemorySource* memory = owner_->options_.memory();
   if (memory != nullptr) {
     ooms_at_start_ = memory->out_of_memory_count();
     attachment_ = memory->Attach();
     if (!memory->absolute()) {
-      resident_bytes_ = model->resident_bytes() +
-                        static_cast<int64_t>(input.storage().nbytes());
+      Tensors all = inputs;
+      all.insert(all.end(), side.begin(), side.end());
+      resident_bytes_ = model->resident_bytes() + StorageBytes(all);
     }
     if (choice_.collect()) {
       sampler_ = std::make_unique<BlockSampler>(
@@ -245,7 +306,7 @@ torch::Tensor PlannedModel::Step::forward(const torch::Tensor& input) {
       begin_bytes_ = memory->current_bytes();
     }
   }
-  return model->forward(input, choice_.actions);
+  return model->forward(inputs, side, choice_.actions);
 }
 
 absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {

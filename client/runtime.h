@@ -18,13 +18,19 @@
 //   loss.backward();
 //   step->Finish();
 //
-// Blocks: any torch::nn module whose forward takes one tensor and returns
-// one tensor. A block with several tensor inputs or outputs is wrapped in a
-// module that packs them into one tensor (e.g. torch::cat along a new
-// leading dimension, or a flat buffer the next block views), and unpacks
-// them in the next block; side inputs that every block reads (an attention
-// mask) can be members of the wrapper, set before the step, as long as they
-// do not change between forward and backward.
+// Blocks: any torch::nn module whose forward either takes one tensor and
+// returns one, or is
+//
+//   remat::Tensors forward(const remat::Tensors& inputs,
+//                          const remat::Tensors& side);
+//
+// taking the previous block's outputs (the step's inputs for the first
+// block) and the step's side inputs (what every block reads: an attention
+// mask, positions), and returning its outputs (hidden states, a residual
+// stream beside them, a mask passed on). Side inputs are passed per step
+// (forward(inputs, side, actions)); a one-tensor block does not see them.
+// Inputs and side inputs that need gradients get them through every
+// action; those that do not (integer ids, a boolean mask) pass through.
 //
 // Thread safety: a CheckpointedSequential is used by one training thread at
 // a time. A PlannedModel runs one step at a time.
@@ -36,6 +42,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <c10/core/TensorOptions.h>
@@ -45,6 +53,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "absl/status/status.h"
+#include "client/block_function.h"
 #include "client/offload.h"
 #include "client/plan_chooser.h"
 #include "client/planner.h"
@@ -66,6 +75,21 @@ struct RuntimeOptions {
   TORCH_ARG(std::vector<std::string>, feature_names) = {};
 };
 
+namespace internal {
+// Whether module type M has forward(const Tensors&, const Tensors&)
+// returning Tensors (a block of several tensors).
+template <typename M, typename = void>
+struct TakesTensors : std::false_type {};
+template <typename M>
+struct TakesTensors<M, std::void_t<decltype(std::declval<M&>().forward(
+                           std::declval<const Tensors&>(),
+                           std::declval<const Tensors&>()))>>
+    : std::is_convertible<decltype(std::declval<M&>().forward(
+                              std::declval<const Tensors&>(),
+                              std::declval<const Tensors&>())),
+                          Tensors> {};
+}  // namespace internal
+
 class CheckpointedSequentialImpl : public torch::nn::Module {
  public:
   explicit CheckpointedSequentialImpl(RuntimeOptions options = {});
@@ -76,16 +100,24 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   void push_back(const std::string& name, ModuleType module,
                  bool checkpointable = true) {
     register_module(name, module.ptr());
-    AddBlock(name, torch::nn::AnyModule(std::move(module)), checkpointable);
+    constexpr bool takes_tensors =
+        internal::TakesTensors<typename ModuleType::ContainedType>::value;
+    AddBlock(name, torch::nn::AnyModule(std::move(module)), checkpointable,
+             takes_tensors);
   }
 
-  // Runs the blocks under `actions` (one per block). TORCH_CHECK fails on a
-  // wrong count, OFFLOAD without a copy engine, or RECOMPUTE of a
-  // non-checkpointable block. With grad mode off every block just runs:
-  // there is nothing to keep. An OFFLOAD block's saved tensors go to host
-  // and are prefetched when the backward of the block above it begins (at
-  // the end of forward for the last block). Returns once every copy to
-  // host has landed, as the memory model has it (plan.h).
+  // Runs the blocks under `actions` (one per block) on the step's `inputs`
+  // and `side` inputs; returns the last block's outputs. TORCH_CHECK fails
+  // on a wrong count, OFFLOAD without a copy engine, RECOMPUTE of a
+  // non-checkpointable block, or a one-tensor block given several. With
+  // grad mode off every block just runs: there is nothing to keep. An
+  // OFFLOAD block's saved tensors go to host and are prefetched when the
+  // backward of the block above it begins (at the end of forward for the
+  // last block). Returns once every copy to host has landed, as the memory
+  // model has it (plan.h).
+  Tensors forward(const Tensors& inputs, const Tensors& side,
+                  const std::vector<Action>& actions);
+  // One tensor in, one out.
   torch::Tensor forward(const torch::Tensor& input,
                         const std::vector<Action>& actions);
   // Every block KEEP: the model without checkpointing.
@@ -117,6 +149,8 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   int64_t resident_bytes() const;
 
   // Runs block `index` alone (no checkpointing, no observer).
+  Tensors forward_block(size_t index, const Tensors& inputs,
+                        const Tensors& side = {});
   torch::Tensor forward_block(size_t index, const torch::Tensor& input);
 
  private:
@@ -124,9 +158,12 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
     std::string name;
     torch::nn::AnyModule module;
     bool checkpointable;
+    bool takes_tensors;  // forward(Tensors, Tensors), else one tensor
   };
   void AddBlock(const std::string& name, torch::nn::AnyModule module,
-                bool checkpointable);
+                bool checkpointable, bool takes_tensors);
+  // Block `block` on `inputs` and `side`.
+  static Tensors Call(Block& block, const Tensors& inputs, const Tensors& side);
 
   RuntimeOptions options_;
   std::vector<Block> blocks_;
@@ -175,6 +212,8 @@ class PlannedModel {
     Step(const Step&) = delete;
     Step& operator=(const Step&) = delete;
 
+    // The model's forward under this step's plan (once per step).
+    Tensors forward(const Tensors& inputs, const Tensors& side = {});
     torch::Tensor forward(const torch::Tensor& input);
     // Ends measurement and reports: the sample for a COLLECT step, the
     // outcome otherwise. A step during which the memory source saw an

@@ -868,5 +868,188 @@ TEST_CASE("a collect step without backward reports an error, not a crash",
   CHECK(planner.samples.empty());
 }
 
+// Blocks of several tensors: a hidden state, a residual stream beside it
+// and integer positions passed along unchanged; every block reads the
+// step's side inputs, a boolean mask and a bias that needs a gradient.
+struct ForkBlockImpl : torch::nn::Module {
+  Tensors forward(const Tensors& in, const Tensors& side) {
+    const torch::Tensor& h = in[0];
+    return {h, h * 0.5 + side[1], torch::arange(h.size(0))};
+  }
+};
+TORCH_MODULE(ForkBlock);
+
+struct MixBlockImpl : torch::nn::Module {
+  explicit MixBlockImpl(int64_t d)
+      : up(register_module("up", torch::nn::Linear(d, 4 * d))),
+        down(register_module("down", torch::nn::Linear(4 * d, d))),
+        drop(register_module("drop", torch::nn::Dropout(0.3))) {}
+  Tensors forward(const Tensors& in, const Tensors& side) {
+    const torch::Tensor& mask = side[0];
+    torch::Tensor h = down(drop(torch::gelu(up(in[0])))).masked_fill(mask, 0);
+    h = h + side[1];
+    torch::Tensor weight = in[2].unsqueeze(1).to(h.dtype()) / 5;
+    return {h, in[1] + h * weight, in[2]};
+  }
+  torch::nn::Linear up;
+  torch::nn::Linear down;
+  torch::nn::Dropout drop;
+};
+TORCH_MODULE(MixBlock);
+
+struct MergeBlockImpl : torch::nn::Module {
+  Tensors forward(const Tensors& in, const Tensors& side) {
+    return {in[0] + in[1]};
+  }
+};
+TORCH_MODULE(MergeBlock);
+
+CheckpointedSequential MakeStreamModel() {
+  torch::manual_seed(5);
+  auto seq = CheckpointedSequential(
+      RuntimeOptions().model_name("stream").feature_names({"batch"}));
+  seq->push_back("in", torch::nn::Linear(8, 16), /*checkpointable=*/false);
+  seq->push_back("fork", ForkBlock());
+  seq->push_back("mix0", MixBlock(16));
+  seq->push_back("mix1", MixBlock(16));
+  seq->push_back("merge", MergeBlock());
+  seq->push_back("out", torch::nn::Linear(16, 4));
+  return seq;
+}
+
+struct StreamResult {
+  Result step;
+  torch::Tensor bias_grad;
+};
+
+// A step on 5 rows with a mask drawn from `mask_seed` (side inputs change
+// per step).
+StreamResult RunStreamStep(CheckpointedSequential& model,
+                           const std::vector<Action>& plan,
+                           int64_t mask_seed = 1) {
+  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  torch::manual_seed(mask_seed);
+  const torch::Tensor mask = torch::rand({5, 16}) < 0.25;
+  torch::manual_seed(99);
+  torch::Tensor x = torch::randn({5, 8}, torch::requires_grad());
+  torch::Tensor bias = torch::randn({16}, torch::requires_grad());
+  torch::manual_seed(123);
+  Tensors out = model->forward({x}, {mask, bias}, plan);
+  REQUIRE(out.size() == 1);
+  torch::Tensor loss = out[0].pow(2).mean();
+  loss.backward();
+  StreamResult r;
+  r.step.loss = loss.detach();
+  r.step.input_grad = x.grad().clone();
+  for (const auto& item : model->named_parameters()) {
+    REQUIRE(item.value().grad().defined());
+    r.step.grads[item.key()] = item.value().grad().clone();
+  }
+  r.step.rng_after = torch::rand({4});
+  r.bias_grad = bias.grad().clone();
+  return r;
+}
+
+TEST_CASE("blocks of several tensors equal the plain model bit for bit",
+          "[runtime][offload]") {
+  CheckpointedSequential model = MakeStreamModel();
+  auto engine = AttachEngine(model);
+  const StreamResult reference = RunStreamStep(model, {K, K, K, K, K, K});
+  REQUIRE(reference.bias_grad.abs().sum().item<float>() > 0);
+  // Every mix of the three actions over fork, mix0, mix1 and merge.
+  for (int code = 0; code < 81; ++code) {
+    std::vector<Action> plan = {K};
+    for (int i = 0, c = code; i < 4; ++i, c /= 3) {
+      plan.push_back(c % 3 == 0 ? K : c % 3 == 1 ? R : O);
+    }
+    plan.push_back(K);
+    INFO("plan " << ::Catch::Detail::stringify(plan));
+    const StreamResult r = RunStreamStep(model, plan);
+    RequireSame(reference.step, r.step);
+    REQUIRE(torch::equal(reference.bias_grad, r.bias_grad));
+  }
+  CHECK(engine->stats().pool.in_use_bytes == 0);
+
+  // Another step's mask gives another result, equal again across plans.
+  const StreamResult other = RunStreamStep(model, {K, K, K, K, K, K}, 2);
+  CHECK_FALSE(torch::equal(other.step.loss, reference.step.loss));
+  const StreamResult other_mixed = RunStreamStep(model, {K, R, O, R, O, K}, 2);
+  RequireSame(other.step, other_mixed.step);
+
+  // Through Checkpoint the positions come out as they went in: integer,
+  // needing no gradient.
+  torch::Tensor h = torch::randn({3, 16}, torch::requires_grad());
+  const torch::Tensor mask = torch::zeros({3, 16}, torch::kBool);
+  const torch::Tensor bias = torch::zeros({16});
+  Tensors in = model->forward_block(1, {h}, {mask, bias});
+  Tensors mixed = Checkpoint(
+      [&](const Tensors& t) {
+        return model->forward_block(2, {t[0], t[1], t[2]}, {t[3], t[4]});
+      },
+      {in[0], in[1], in[2], mask, bias}, model->parameters());
+  CHECK(mixed[0].requires_grad());
+  CHECK(mixed[2].scalar_type() == torch::kLong);
+  CHECK_FALSE(mixed[2].requires_grad());
+  CHECK(torch::equal(mixed[2], torch::arange(3)));
+}
+
+TEST_CASE("a one-tensor block after a block of several says what to change",
+          "[runtime]") {
+  auto seq = CheckpointedSequential();
+  seq->push_back("fork", ForkBlock());
+  seq->push_back("lin", torch::nn::Linear(16, 4));
+  const torch::Tensor mask = torch::zeros({2, 16}, torch::kBool);
+  try {
+    seq->forward({torch::randn({2, 16})}, {mask, torch::zeros({16})}, {K, K});
+    FAIL("a one-tensor block took three");
+  } catch (const c10::Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("block 'lin' takes one tensor") != std::string::npos);
+    CHECK(what.find("forward(const remat::Tensors& inputs") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("planned steps of several-tensor blocks collect and plan",
+          "[runtime]") {
+  FakePlanner planner;
+  planner.actions = {K, O, R, K, R, K};
+  CpuMemoryTracker tracker;
+  CheckpointedSequential model = MakeStreamModel();
+  auto engine = AttachEngine(model);  // before the planned model asks
+  PlannedModel planned(model, &planner,
+                       PlannedModelOptions().memory(&tracker));
+  auto run = [&](PlannedModel::Step& step, int64_t mask_seed) {
+    torch::manual_seed(mask_seed);
+    const torch::Tensor mask = torch::rand({6, 16}) < 0.25;
+    torch::Tensor x = torch::randn({6, 8}, torch::requires_grad());
+    torch::Tensor bias = torch::randn({16}, torch::requires_grad());
+    step.forward({x}, {mask, bias})[0].sum().backward();
+    return step.Finish();
+  };
+  const int64_t resident = planned.model()->resident_bytes();
+  auto collect = planned.BeginStep({6}, 1 << 30);
+  REQUIRE(collect->choice().collect());
+  REQUIRE(run(*collect, 1).ok());
+  REQUIRE(planner.samples.size() == 1);
+  const Sample& s = planner.samples[0];
+  REQUIRE(s.blocks.size() == 6);
+  for (const BlockMeasurement& m : s.blocks) CHECK(m.act_bytes > 0);
+  // What takes a gradient in mix0's backward: the hidden state and the
+  // residual stream (6 x 16 floats each) and the side bias (16 floats);
+  // neither the positions nor the mask.
+  CHECK(s.blocks[2].input_bytes == 2 * 6 * 16 * 4 + 16 * 4);
+  // The batch and the side inputs are resident for the step.
+  CHECK(*s.base_bytes == resident + 6 * 8 * 4 + 6 * 16 + 16 * 4);
+  // Recompute and offload both free something in every mixing block.
+  CHECK(s.blocks[2].transfer_bytes > 0);
+
+  auto step = planned.BeginStep({6}, 1 << 30);
+  REQUIRE(step->choice().source == PlanSource::kPlanner);
+  REQUIRE(run(*step, 2).ok());
+  REQUIRE(planner.outcomes.size() == 1);
+  CHECK(planner.outcomes[0].measured_peak_bytes > 0);
+}
+
 }  // namespace
 }  // namespace remat
