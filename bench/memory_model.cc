@@ -94,14 +94,15 @@ std::string Summary(const std::vector<double>& v) {
 
 class Bench {
  public:
-  explicit Bench(const EncoderOptions& options)
+  explicit Bench(const TransformerOptions& options)
       : options_(options),
         generator_(at::detail::createCPUGenerator(7)),
         model_(RuntimeOptions().model_name("encoder").feature_names(
             {"batch", "seq"})) {
     torch::manual_seed(7);
     for (NamedBlock& b : MakeEncoderBlocks(options)) {
-      model_->push_back(b.name, std::move(b.module), b.checkpointable);
+      model_->push_back(b.name, std::move(b.module), b.checkpointable,
+                        b.takes_tensors);
     }
     model_->train();
     // Gradients live for the whole run, as in training.
@@ -150,7 +151,7 @@ class Bench {
   }
 
   torch::Generator& generator() { return generator_; }
-  const EncoderOptions& options() const { return options_; }
+  const TransformerOptions& options() const { return options_; }
   ModelSpec spec() const { return model_->spec(); }
 
  private:
@@ -169,7 +170,7 @@ class Bench {
            static_cast<int64_t>(ids.storage().nbytes());
   }
 
-  EncoderOptions options_;
+  TransformerOptions options_;
   torch::Generator generator_;
   CheckpointedSequential model_;
   CpuMemoryTracker tracker_;
@@ -234,7 +235,7 @@ int Run(int argc, char** argv) {
   }
   torch::set_num_threads(1);
 
-  EncoderOptions options;  // the demo's encoder
+  TransformerOptions options;  // the demo's encoder
   Bench bench(options);
   std::vector<Shape> shapes = {{4, 64},  {16, 64},  {8, 128},
                                {2, 256}, {16, 128}, {8, 256}};

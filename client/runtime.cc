@@ -17,11 +17,12 @@ namespace remat {
 CheckpointedSequentialImpl::CheckpointedSequentialImpl(RuntimeOptions options)
     : options_(std::move(options)) {}
 
-void CheckpointedSequentialImpl::AddBlock(const std::string& name,
-                                          torch::nn::AnyModule module,
-                                          bool checkpointable,
-                                          bool takes_tensors) {
+void CheckpointedSequentialImpl::push_back(const std::string& name,
+                                           torch::nn::AnyModule module,
+                                           bool checkpointable,
+                                           bool takes_tensors) {
   TORCH_CHECK(!name.empty(), "CheckpointedSequential: a block needs a name");
+  register_module(name, module.ptr());
   blocks_.push_back(
       Block{name, std::move(module), checkpointable, takes_tensors});
 }

@@ -99,12 +99,19 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   template <typename ModuleType>
   void push_back(const std::string& name, ModuleType module,
                  bool checkpointable = true) {
-    register_module(name, module.ptr());
+    static_assert(!std::is_same_v<ModuleType, torch::nn::AnyModule>,
+                  "an AnyModule hides which forward it has: use "
+                  "push_back(name, module, checkpointable, takes_tensors)");
     constexpr bool takes_tensors =
         internal::TakesTensors<typename ModuleType::ContainedType>::value;
-    AddBlock(name, torch::nn::AnyModule(std::move(module)), checkpointable,
-             takes_tensors);
+    push_back(name, torch::nn::AnyModule(std::move(module)), checkpointable,
+              takes_tensors);
   }
+  // The same for a module already type-erased; `takes_tensors`: its
+  // forward is forward(const Tensors&, const Tensors&) -> Tensors, else it
+  // takes and returns one tensor.
+  void push_back(const std::string& name, torch::nn::AnyModule module,
+                 bool checkpointable, bool takes_tensors);
 
   // Runs the blocks under `actions` (one per block) on the step's `inputs`
   // and `side` inputs; returns the last block's outputs. TORCH_CHECK fails
@@ -160,8 +167,6 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
     bool checkpointable;
     bool takes_tensors;  // forward(Tensors, Tensors), else one tensor
   };
-  void AddBlock(const std::string& name, torch::nn::AnyModule module,
-                bool checkpointable, bool takes_tensors);
   // Block `block` on `inputs` and `side`.
   static Tensors Call(Block& block, const Tensors& inputs, const Tensors& side);
 

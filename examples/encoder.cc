@@ -7,7 +7,7 @@ namespace {
 // TransformerEncoderLayer takes).
 class EmbedImpl : public torch::nn::Module {
  public:
-  explicit EmbedImpl(const EncoderOptions& o)
+  explicit EmbedImpl(const TransformerOptions& o)
       : embedding_(register_module(
             "embedding", torch::nn::Embedding(o.vocab, o.width))) {}
   torch::Tensor forward(const torch::Tensor& ids) {
@@ -22,7 +22,7 @@ TORCH_MODULE(Embed);
 // [seq, batch, width] -> logits [batch, classes].
 class HeadImpl : public torch::nn::Module {
  public:
-  explicit HeadImpl(const EncoderOptions& o)
+  explicit HeadImpl(const TransformerOptions& o)
       : linear_(register_module("linear",
                                 torch::nn::Linear(o.width, o.classes))) {}
   torch::Tensor forward(const torch::Tensor& x) { return linear_(x.mean(0)); }
@@ -34,7 +34,7 @@ TORCH_MODULE(Head);
 
 }  // namespace
 
-std::vector<NamedBlock> MakeEncoderBlocks(const EncoderOptions& o) {
+std::vector<NamedBlock> MakeEncoderBlocks(const TransformerOptions& o) {
   std::vector<NamedBlock> blocks;
   blocks.push_back({"embed", torch::nn::AnyModule(Embed(o)), false});
   for (int64_t i = 0; i < o.depth; ++i) {
@@ -50,7 +50,7 @@ std::vector<NamedBlock> MakeEncoderBlocks(const EncoderOptions& o) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> MakeTokenBatch(
-    const EncoderOptions& o, int64_t batch, int64_t seq,
+    const TransformerOptions& o, int64_t batch, int64_t seq,
     torch::Generator& generator) {
   // Each sequence leans clearly to the lower or upper half of the
   // vocabulary (75% of its tokens), so the task is learnable in a few dozen

@@ -15,31 +15,17 @@
 
 #include <torch/torch.h>
 
+#include "examples/models.h"
+
 namespace remat {
 
-struct EncoderOptions {
-  int64_t vocab = 1024;
-  int64_t width = 128;  // d_model
-  int64_t heads = 4;
-  int64_t ffn = 512;    // feed-forward width
-  int64_t depth = 6;    // encoder layers
-  int64_t classes = 2;
-  double dropout = 0.1;
-};
-
-struct NamedBlock {
-  std::string name;
-  torch::nn::AnyModule module;
-  bool checkpointable = true;
-};
-
-std::vector<NamedBlock> MakeEncoderBlocks(const EncoderOptions& options);
+std::vector<NamedBlock> MakeEncoderBlocks(const TransformerOptions& options);
 
 // A synthetic, learnable task: the label says whether most tokens of a
 // sequence come from the lower half of the vocabulary. Returns token ids
 // [batch, seq] and labels [batch].
 std::pair<torch::Tensor, torch::Tensor> MakeTokenBatch(
-    const EncoderOptions& options, int64_t batch, int64_t seq,
+    const TransformerOptions& options, int64_t batch, int64_t seq,
     torch::Generator& generator);
 
 }  // namespace remat

@@ -106,10 +106,10 @@ int main(int argc, char** argv) {
     budget_bytes = static_cast<int64_t>(budget_fraction * full_peak);
   }
   std::printf(
-      "remat demo: %lld-layer encoder (width %lld), batch %lld, seq %lld..%lld "
+      "remat demo: %lld-layer %s (width %lld), batch %lld, seq %lld..%lld "
       "(median %.0f), planner %s\n"
       "no-checkpoint peak at seq %lld: %s; budget %s\n",
-      static_cast<long long>(options.model.depth),
+      static_cast<long long>(options.model.depth), options.model_name.c_str(),
       static_cast<long long>(options.model.width),
       static_cast<long long>(options.workload.batch),
       static_cast<long long>(options.workload.min_seq),

@@ -49,12 +49,18 @@ struct Trainer::Impl {
         device(o.device),
         memory(MakeMemorySource(device)),
         generator(at::detail::createCPUGenerator(o.seed)),
-        model(RuntimeOptions().model_name("encoder").feature_names(
+        demo(NewDemoModel(o.model_name, o.model)),
+        model(RuntimeOptions().model_name(o.model_name).feature_names(
             {"batch", "seq"})),
         planned(nullptr) {
+    if (demo == nullptr) {
+      throw std::invalid_argument("--model " + o.model_name +
+                                  ": no such model (encoder or decoder)");
+    }
     torch::manual_seed(o.seed);
-    for (NamedBlock& b : MakeEncoderBlocks(o.model)) {
-      model->push_back(b.name, std::move(b.module), b.checkpointable);
+    for (NamedBlock& b : demo->MakeBlocks()) {
+      model->push_back(b.name, std::move(b.module), b.checkpointable,
+                       b.takes_tensors);
     }
     model->to(device);
     model->train();
@@ -101,15 +107,18 @@ struct Trainer::Impl {
 
   // A batch on the training device (drawn on the CPU, so every device and
   // strategy sees the same data).
-  std::pair<torch::Tensor, torch::Tensor> Batch(const BatchShape& shape) {
-    auto [ids, labels] =
-        MakeTokenBatch(options.model, shape.batch, shape.seq, generator);
-    return {ids.to(device), labels.to(device)};
+  DemoBatch Batch(const BatchShape& shape) {
+    DemoBatch b = demo->MakeBatch(shape, generator);
+    for (torch::Tensor& t : b.inputs) t = t.to(device);
+    for (torch::Tensor& t : b.side) t = t.to(device);
+    b.labels = b.labels.to(device);
+    return b;
   }
 
   TrainerOptions options;
   torch::Device device;
   std::unique_ptr<MemorySource> memory;
+  std::unique_ptr<DemoModel> demo;
   torch::Generator generator;
   // Declared before the model, so destroyed after everything that saved
   // tensors through it.
@@ -127,7 +136,7 @@ Trainer::Trainer(const TrainerOptions& options, Planner* planner)
 Trainer::~Trainer() = default;
 
 StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
-  auto [ids, labels] = impl_->Batch(shape);
+  const DemoBatch batch = impl_->Batch(shape);
   StepRecord r;
   r.step = ++impl_->steps;
   r.batch = shape.batch;
@@ -140,8 +149,8 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
       {static_cast<double>(shape.batch), static_cast<double>(shape.seq)},
       budget_bytes);
   r.plan_ms = MsSince(start);
-  torch::Tensor loss =
-      torch::nn::functional::cross_entropy(step->forward(ids), labels);
+  torch::Tensor loss = impl_->demo->Loss(
+      step->forward(batch.inputs, batch.side).at(0), batch.labels);
   loss.backward();
   const auto finish = std::chrono::steady_clock::now();
   step->Finish().IgnoreError();  // the runtime warns; training goes on
@@ -168,11 +177,12 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
 }
 
 int64_t Trainer::NoCheckpointPeakBytes(const BatchShape& shape) {
-  auto [ids, labels] = impl_->Batch(shape);
+  const DemoBatch batch = impl_->Batch(shape);
   impl_->optimizer->zero_grad();
   CheckpointedSequential& model = impl_->model;
-  const int64_t resident =
-      model->resident_bytes() + static_cast<int64_t>(ids.storage().nbytes());
+  Tensors all = batch.inputs;
+  all.insert(all.end(), batch.side.begin(), batch.side.end());
+  const int64_t resident = model->resident_bytes() + StorageBytes(all);
   int64_t peak = 0;
   {
     MemorySource& memory = *impl_->memory;
@@ -180,8 +190,9 @@ int64_t Trainer::NoCheckpointPeakBytes(const BatchShape& shape) {
     memory.Synchronize();
     memory.reset_peak();
     const int64_t begin = memory.current_bytes();
-    torch::Tensor loss =
-        torch::nn::functional::cross_entropy(model->forward(ids), labels);
+    const std::vector<Action> keep(model->size(), Action::kKeep);
+    torch::Tensor loss = impl_->demo->Loss(
+        model->forward(batch.inputs, batch.side, keep).at(0), batch.labels);
     loss.backward();
     memory.Synchronize();
     peak = resident + memory.peak_bytes() - begin;

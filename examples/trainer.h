@@ -1,6 +1,7 @@
-// The demo trainer: trains the encoder classifier (encoder.h) on the
-// synthetic workload (workload.h) through the checkpoint runtime, one plan
-// per batch, and records what each step did. Shared by the `train` binary
+// The demo trainer: trains one of the demo's models (models.h: the
+// encoder classifier, the GPT-like decoder) on the synthetic workload
+// (workload.h) through the checkpoint runtime, one plan per batch, and
+// records what each step did. Shared by the `train` binary
 // and the end-to-end strategy benchmark.
 //
 // Memory is measured by the device's memory source: on CPU the CPU tracker
@@ -17,7 +18,7 @@
 #include <vector>
 
 #include "client/planner.h"
-#include "examples/encoder.h"
+#include "examples/models.h"
 #include "examples/workload.h"
 
 namespace remat {
@@ -27,7 +28,10 @@ namespace remat {
 inline constexpr double kDefaultBudgetFraction = 0.45;
 
 struct TrainerOptions {
-  EncoderOptions model;
+  // The model to train (DemoModelNames: "encoder", "decoder") and its
+  // sizes. The constructor throws on an unknown name.
+  std::string model_name = "encoder";
+  TransformerOptions model;
   // Where the model trains: "cpu", or "cuda" / "cuda:N" (needs a build
   // with --config=cuda and a GPU; the constructor throws otherwise).
   std::string device = "cpu";

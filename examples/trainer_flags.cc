@@ -9,7 +9,13 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
                   "where to train: cpu, or cuda / cuda:N (a build with "
                   "--config=cuda); peaks come from that device's allocator")
       ->capture_default_str();
-  app->add_option("--depth", o->model.depth, "encoder layers")
+  app->add_option("--model", o->model_name,
+                  "the model: encoder (a classifier over token sequences) or "
+                  "decoder (GPT-like, causal, next-token prediction over "
+                  "sequences of varying length with a padding mask)")
+      ->check(CLI::IsMember(DemoModelNames()))
+      ->capture_default_str();
+  app->add_option("--depth", o->model.depth, "transformer layers")
       ->check(CLI::Range(1, 64))->capture_default_str();
   app->add_option("--width", o->model.width, "model width (d_model)")
       ->check(CLI::Range(8, 4096))->capture_default_str();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo end to end: starts the real rematd on a unix socket in a temp
-# directory, trains a small encoder against it for a few dozen steps under a
+# directory, trains a small encoder (and a decoder) against it for a few dozen steps under a
 # budget that forces long batches to recompute, and checks that every step
 # stayed within the budget (the trainer exits 3 otherwise, and marks the
 # step OVER BUDGET), that the planner planned (not only collected), that
@@ -49,6 +49,25 @@ read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' "
 [ -n "${first:-}" ] || fail "no loss summary"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
   fail "loss did not fall: $first -> $last"
+
+# The decoder (blocks of several tensors: hidden state, with the causal and
+# padding masks as side inputs) against the same rematd: within budget,
+# planned, some steps recompute, the loss falls.
+"$train" --planner "$address" --model decoder --steps 40 --depth 3 \
+  --width 64 --heads 2 --ffn 128 --vocab 64 --max-seq 192 --median-seq 70 \
+  --budget-fraction 0.45 --seed 3 --threads 1 >"$dir/decoder.out" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || fail "decoder: trainer exited $rc: $(tail -5 "$dir/decoder.out")"
+grep -q "^remat demo: 3-layer decoder" "$dir/decoder.out" ||
+  fail "decoder: not the decoder: $(head -2 "$dir/decoder.out")"
+grep -q "steps over budget: 0" "$dir/decoder.out" ||
+  fail "decoder: a step went over budget"
+grep -qE "^step .* exact +recompute  [1-9]" "$dir/decoder.out" ||
+  fail "decoder: no planned step recomputed a block"
+read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' \
+  "$dir/decoder.out")
+awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a) }' ||
+  fail "decoder: loss did not fall: ${first:-none} -> ${last:-none}"
 
 # A device it cannot train on is refused up front (exit 2), with a reason.
 for device in gpu cuda:x; do
