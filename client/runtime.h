@@ -14,7 +14,7 @@
 //   remat::PlannedModel planned(seq, &planner, PlannedModelOptions()
 //                                                 .memory(&cuda_source));
 //   auto step = planned.BeginStep({batch, seq_len}, budget_bytes);
-//   torch::Tensor loss = step->forward(x).sum();
+//   torch::Tensor loss = step->forward(x).sum();  // or forward({x}, {mask})
 //   loss.backward();
 //   step->Finish();
 //
