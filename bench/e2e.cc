@@ -232,7 +232,7 @@ double Percentile(std::vector<double> v, double q) {
 }  // namespace
 
 // One step record per JSON object, across the process boundary.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, batch, seq, plan,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, batch, seq, height, width, plan,
                                    collect, recomputed_blocks,
                                    offloaded_blocks, blocks,
                                    predicted_peak_bytes, measured_peak_bytes,
@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
   TrainerOptions options;
   int steps = 120;
   int rounds = 3;
-  double budget_fraction = kDefaultBudgetFraction;
+  double budget_fraction = 0;  // 0: the model's default
   std::string svg_path = "bench/e2e.svg";
   bool verbose = false;
   const std::vector<std::string> known = {
@@ -260,8 +260,9 @@ int main(int argc, char** argv) {
                  "strategy's throughput relative to none")
       ->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--budget-fraction", budget_fraction,
-                 "budget as a fraction of the no-checkpoint peak at max seq")
-      ->check(CLI::Range(0.05, 10.0))->capture_default_str();
+                 "budget as a fraction of the no-checkpoint peak at the "
+                 "largest batch (default: the model's, as for train)")
+      ->check(CLI::Range(0.05, 10.0));
   app.add_option("--strategies", names,
                  "strategies to run (space- or comma-separated)")
       ->delimiter(',')
@@ -282,14 +283,16 @@ int main(int argc, char** argv) {
   // LibTorch's process-wide state (allocator, autograd threads, RNG) can
   // shift another's measurements. This process runs no LibTorch code itself,
   // which keeps fork() safe.
+  if (budget_fraction == 0) {
+    budget_fraction = DefaultBudgetFraction(options.model_name);
+  }
   const std::vector<BatchShape> shapes = Workload::Draw(options.workload, steps);
   const std::string budget_text = RunIsolated([&] {
     FixedPlanner planner("none");
     Trainer trainer(options, &planner);
     return std::to_string(static_cast<int64_t>(
         budget_fraction *
-        trainer.NoCheckpointPeakBytes(
-            {options.workload.batch, options.workload.max_seq})));
+        trainer.NoCheckpointPeakBytes(Workload::Largest(options.workload))));
   });
   const int64_t budget_bytes = std::stoll(budget_text);
   if (options.device == "cpu" && options.host_link_gb_per_s == 0) {

@@ -1,5 +1,6 @@
 #include "examples/models.h"
 
+#include "examples/cnn.h"
 #include "examples/decoder.h"
 #include "examples/encoder.h"
 
@@ -48,15 +49,47 @@ class DecoderModel final : public DemoModel {
   TransformerOptions options_;
 };
 
+class CnnModel final : public DemoModel {
+ public:
+  explicit CnnModel(const CnnOptions& o) : options_(o) {}
+  std::vector<NamedBlock> MakeBlocks() const override {
+    return MakeCnnBlocks(options_);
+  }
+  DemoBatch MakeBatch(const BatchShape& shape,
+                      torch::Generator& generator) const override {
+    return MakeImageBatch(options_, shape.batch, shape.height, shape.width,
+                          generator);
+  }
+  torch::Tensor Loss(const torch::Tensor& logits,
+                     const torch::Tensor& labels) const override {
+    return torch::nn::functional::cross_entropy(logits, labels);
+  }
+  std::vector<std::string> FeatureNames() const override {
+    return {"batch", "height", "width"};
+  }
+  std::vector<double> FeaturesOf(const BatchShape& shape) const override {
+    return {static_cast<double>(shape.batch),
+            static_cast<double>(shape.height),
+            static_cast<double>(shape.width)};
+  }
+
+ private:
+  CnnOptions options_;
+};
+
 }  // namespace
 
 std::unique_ptr<DemoModel> NewDemoModel(const std::string& name,
-                                        const TransformerOptions& options) {
-  if (name == "encoder") return std::make_unique<EncoderModel>(options);
-  if (name == "decoder") return std::make_unique<DecoderModel>(options);
+                                        const TransformerOptions& transformer,
+                                        const CnnOptions& cnn) {
+  if (name == "encoder") return std::make_unique<EncoderModel>(transformer);
+  if (name == "decoder") return std::make_unique<DecoderModel>(transformer);
+  if (name == "cnn") return std::make_unique<CnnModel>(cnn);
   return nullptr;
 }
 
-std::vector<std::string> DemoModelNames() { return {"encoder", "decoder"}; }
+std::vector<std::string> DemoModelNames() {
+  return {"encoder", "decoder", "cnn"};
+}
 
 }  // namespace remat

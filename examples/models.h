@@ -1,7 +1,8 @@
 // The demo's models: each a chain of blocks for the checkpoint runtime
 // (client/runtime.h) and a synthetic task to train it on, for batches whose
 // shape varies (examples/workload.h). The trainer and the benchmarks pick
-// one by name: "encoder" (encoder.h) or "decoder" (decoder.h).
+// one by name: "encoder" (encoder.h), "decoder" (decoder.h) or "cnn"
+// (cnn.h).
 #ifndef REMAT_EXAMPLES_MODELS_H_
 #define REMAT_EXAMPLES_MODELS_H_
 
@@ -25,6 +26,13 @@ struct TransformerOptions {
   int64_t depth = 6;    // layers
   int64_t classes = 2;  // the encoder's classifier
   double dropout = 0.1;
+};
+
+// Sizes of the CNN (cnn.h).
+struct CnnOptions {
+  int64_t channels = 16;  // of the stem; stages have 1x, 2x and 4x
+  int64_t blocks_per_stage = 2;
+  int64_t classes = 2;
 };
 
 struct NamedBlock {
@@ -53,11 +61,21 @@ class DemoModel {
                               torch::Generator& generator) const = 0;
   virtual torch::Tensor Loss(const torch::Tensor& output,
                              const torch::Tensor& labels) const = 0;
+  // The features plans depend on, and their values for a batch shape:
+  // batch and seq for the transformers; batch, height, width for the CNN.
+  virtual std::vector<std::string> FeatureNames() const {
+    return {"batch", "seq"};
+  }
+  virtual std::vector<double> FeaturesOf(const BatchShape& shape) const {
+    return {static_cast<double>(shape.batch), static_cast<double>(shape.seq)};
+  }
 };
 
-// The model called `name` ("encoder" or "decoder"); null for any other.
+// The model called `name` ("encoder", "decoder" or "cnn"); null for any
+// other.
 std::unique_ptr<DemoModel> NewDemoModel(const std::string& name,
-                                        const TransformerOptions& options);
+                                        const TransformerOptions& transformer,
+                                        const CnnOptions& cnn = {});
 // The names NewDemoModel knows.
 std::vector<std::string> DemoModelNames();
 

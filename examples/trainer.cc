@@ -41,6 +41,15 @@ std::unique_ptr<MemorySource> MakeMemorySource(const torch::Device& device) {
                               "a build with --config=cuda)");
 }
 
+std::unique_ptr<DemoModel> MakeDemoModel(const TrainerOptions& o) {
+  auto demo = NewDemoModel(o.model_name, o.model, o.cnn);
+  if (demo == nullptr) {
+    throw std::invalid_argument("--model " + o.model_name +
+                                ": no such model (encoder, decoder or cnn)");
+  }
+  return demo;
+}
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -49,14 +58,10 @@ struct Trainer::Impl {
         device(o.device),
         memory(MakeMemorySource(device)),
         generator(at::detail::createCPUGenerator(o.seed)),
-        demo(NewDemoModel(o.model_name, o.model)),
+        demo(MakeDemoModel(o)),
         model(RuntimeOptions().model_name(o.model_name).feature_names(
-            {"batch", "seq"})),
+            demo->FeatureNames())),
         planned(nullptr) {
-    if (demo == nullptr) {
-      throw std::invalid_argument("--model " + o.model_name +
-                                  ": no such model (encoder or decoder)");
-    }
     torch::manual_seed(o.seed);
     for (NamedBlock& b : demo->MakeBlocks()) {
       model->push_back(b.name, std::move(b.module), b.checkpointable,
@@ -140,14 +145,16 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
   StepRecord r;
   r.step = ++impl_->steps;
   r.batch = shape.batch;
-  r.seq = shape.seq;
+  const bool images = impl_->options.model_name == "cnn";
+  r.seq = images ? 0 : shape.seq;
+  r.height = images ? shape.height : 0;
+  r.width = images ? shape.width : 0;
   r.budget_bytes = budget_bytes;
 
   const auto start = std::chrono::steady_clock::now();
   impl_->optimizer->zero_grad();
-  auto step = impl_->planned->BeginStep(
-      {static_cast<double>(shape.batch), static_cast<double>(shape.seq)},
-      budget_bytes);
+  auto step =
+      impl_->planned->BeginStep(impl_->demo->FeaturesOf(shape), budget_bytes);
   r.plan_ms = MsSince(start);
   torch::Tensor loss = impl_->demo->Loss(
       step->forward(batch.inputs, batch.side).at(0), batch.labels);
@@ -201,6 +208,10 @@ int64_t Trainer::NoCheckpointPeakBytes(const BatchShape& shape) {
   return peak;
 }
 
+double DefaultBudgetFraction(const std::string& model_name) {
+  return model_name == "cnn" ? 0.75 : kDefaultBudgetFraction;
+}
+
 FixedPlanner::FixedPlanner(std::string solver) : solver_(std::move(solver)) {}
 
 absl::Status FixedPlanner::RegisterModel(const ModelSpec& spec) {
@@ -229,11 +240,20 @@ std::string FormatStep(const StepRecord& r, int total_steps) {
   char line[320];
   const std::string predicted =
       r.predicted_peak_bytes > 0 ? FormatBytes(r.predicted_peak_bytes) : "-";
+  char shape[32];
+  if (r.height > 0) {
+    std::snprintf(shape, sizeof shape, "image %3lldx%-3lld",
+                  static_cast<long long>(r.height),
+                  static_cast<long long>(r.width));
+  } else {
+    std::snprintf(shape, sizeof shape, "seq %3lld",
+                  static_cast<long long>(r.seq));
+  }
   std::snprintf(line, sizeof line,
-                "step %4d/%d  batch %2lld seq %3lld  %-13s recompute %2d/%-2d "
+                "step %4d/%d  batch %2lld %s  %-13s recompute %2d/%-2d "
                 "%s peak %9s pred / %9s meas / %9s budget  %7.1f ms  loss %.3f%s",
-                r.step, total_steps, static_cast<long long>(r.batch),
-                static_cast<long long>(r.seq), r.plan.c_str(),
+                r.step, total_steps, static_cast<long long>(r.batch), shape,
+                r.plan.c_str(),
                 r.recomputed_blocks, r.blocks,
                 r.offloaded_blocks > 0
                     ? (" offload " + std::to_string(r.offloaded_blocks)).c_str()

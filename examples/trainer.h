@@ -1,5 +1,5 @@
 // The demo trainer: trains one of the demo's models (models.h: the
-// encoder classifier, the GPT-like decoder) on the synthetic workload
+// encoder classifier, the GPT-like decoder, the ResNet-like CNN) on the synthetic workload
 // (workload.h) through the checkpoint runtime, one plan per batch, and
 // records what each step did. Shared by the `train` binary
 // and the end-to-end strategy benchmark.
@@ -27,11 +27,17 @@ namespace remat {
 // longest sequence, so long batches must recompute and short ones need not.
 inline constexpr double kDefaultBudgetFraction = 0.45;
 
+// The default budget fraction for the demo model `model_name`: 0.45, or
+// 0.75 for the cnn, whose safe plan (every block recomputed) needs 0.67
+// of its no-checkpoint peak at the largest image.
+double DefaultBudgetFraction(const std::string& model_name);
+
 struct TrainerOptions {
   // The model to train (DemoModelNames: "encoder", "decoder") and its
   // sizes. The constructor throws on an unknown name.
   std::string model_name = "encoder";
   TransformerOptions model;
+  CnnOptions cnn;
   // Where the model trains: "cpu", or "cuda" / "cuda:N" (needs a build
   // with --config=cuda and a GPU; the constructor throws otherwise).
   std::string device = "cpu";
@@ -56,7 +62,9 @@ struct TrainerOptions {
 struct StepRecord {
   int step = 0;
   int64_t batch = 0;
-  int64_t seq = 0;
+  int64_t seq = 0;     // 0 for images
+  int64_t height = 0;  // images only
+  int64_t width = 0;
   std::string plan;  // "collect", the solver's name, "safe", "last_good"
   bool collect = false;
   int recomputed_blocks = 0;

@@ -10,9 +10,11 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
                   "--config=cuda); peaks come from that device's allocator")
       ->capture_default_str();
   app->add_option("--model", o->model_name,
-                  "the model: encoder (a classifier over token sequences) or "
+                  "the model: encoder (a classifier over token sequences), "
                   "decoder (GPT-like, causal, next-token prediction over "
-                  "sequences of varying length with a padding mask)")
+                  "sequences of varying length with a padding mask) or cnn "
+                  "(ResNet-like, images whose height and width vary per "
+                  "batch: features batch, height, width)")
       ->check(CLI::IsMember(DemoModelNames()))
       ->capture_default_str();
   app->add_option("--depth", o->model.depth, "transformer layers")
@@ -36,6 +38,16 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
   app->add_option("--median-seq", o->workload.median_seq,
                   "median sequence length of the log-normal workload")
       ->check(CLI::Range(4.0, 8192.0))->capture_default_str();
+  app->add_option("--channels", o->cnn.channels,
+                  "cnn: channels of the stem (stages have 1x, 2x, 4x)")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
+  app->add_option("--min-size", o->workload.min_size,
+                  "cnn: smallest image side (pixels; sides are multiples "
+                  "of 16)")
+      ->check(CLI::Range(16, 4096))->capture_default_str();
+  app->add_option("--max-size", o->workload.max_size,
+                  "cnn: largest image side (pixels)")
+      ->check(CLI::Range(16, 4096))->capture_default_str();
   app->add_option("--seed", o->seed, "seed for model, data and lengths")
       ->capture_default_str();
   app->add_option("--host-link-gbps", o->host_link_gb_per_s,
@@ -70,6 +82,7 @@ std::string FinishTrainerFlags(TrainerOptions* o) {
   }
   o->workload.seed = o->seed;
   o->workload.min_seq = std::min(o->workload.min_seq, o->workload.max_seq);
+  o->workload.min_size = std::min(o->workload.min_size, o->workload.max_size);
   return "";
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo end to end: starts the real rematd on a unix socket in a temp
-# directory, trains a small encoder (and a decoder) against it for a few dozen steps under a
-# budget that forces long batches to recompute, and checks that every step
+# directory, trains a small encoder (then the decoder and the cnn) against
+# it for a few dozen steps under a budget that forces long batches to
+# recompute, and checks that every step
 # stayed within the budget (the trainer exits 3 otherwise, and marks the
 # step OVER BUDGET), that the planner planned (not only collected), that
 # some batches recomputed and some did not, and that the loss fell.
@@ -68,6 +69,24 @@ read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' \
   "$dir/decoder.out")
 awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a) }' ||
   fail "decoder: loss did not fall: ${first:-none} -> ${last:-none}"
+
+# The cnn (features batch, height, width; images of varying size) against
+# the same rematd, at its default budget: within budget, planned, some
+# planned steps recompute, the loss falls.
+"$train" --planner "$address" --model cnn --steps 40 --channels 8 \
+  --max-size 64 --seed 3 --threads 1 >"$dir/cnn.out" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || fail "cnn: trainer exited $rc: $(tail -5 "$dir/cnn.out")"
+grep -q "steps over budget: 0" "$dir/cnn.out" || fail "cnn: a step went over budget"
+grep -qE "^step .* image +[0-9]+x[0-9]+ +exact +recompute  [1-9]" "$dir/cnn.out" ||
+  fail "cnn: no planned step recomputed a block"
+read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' \
+  "$dir/cnn.out")
+awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a) }' ||
+  fail "cnn: loss did not fall: ${first:-none} -> ${last:-none}"
+"$remat" models --address "$address" >"$dir/models.out" 2>&1
+grep -q "cnn" "$dir/models.out" && grep -q "decoder" "$dir/models.out" ||
+  fail "rematd does not list the decoder and the cnn: $(cat "$dir/models.out")"
 
 # A device it cannot train on is refused up front (exit 2), with a reason.
 for device in gpu cuda:x; do
