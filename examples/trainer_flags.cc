@@ -41,6 +41,9 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
   app->add_option("--channels", o->cnn.channels,
                   "cnn: channels of the stem (stages have 1x, 2x, 4x)")
       ->check(CLI::Range(1, 1024))->capture_default_str();
+  app->add_option("--blocks-per-stage", o->cnn.blocks_per_stage,
+                  "cnn: residual blocks in each of its three stages")
+      ->check(CLI::Range(1, 64))->capture_default_str();
   app->add_option("--min-size", o->workload.min_size,
                   "cnn: smallest image side (pixels; sides are multiples "
                   "of 16)")
