@@ -40,12 +40,9 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
-#include <torch/torch.h>
 
+#include "bench/lockstep.h"
 #include "bench/svg_chart.h"
 #include "client/planner.h"
 #include "examples/trainer.h"
@@ -61,183 +58,7 @@ struct Strategy {
   std::vector<StepRecord> records;
 };
 
-void WriteAll(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n <= 0) _exit(1);
-    done += static_cast<size_t>(n);
-  }
-}
-
-// A child process that runs one step when told: the parent writes a step
-// index (a line), the child answers with one line of text; -1 ends it.
-// `make` runs in the child, once, and returns the function that runs step
-// k. The parent runs no LibTorch code, which keeps fork() safe.
-class StepProcess {
- public:
-  using StepFn = std::function<std::string(int)>;
-
-  StepProcess(const std::function<StepFn()>& make,
-              const std::vector<int>& close_in_child) {
-    int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) {
-      std::perror("pipe");
-      std::exit(1);
-    }
-    std::fflush(nullptr);
-    pid_ = fork();
-    if (pid_ < 0) {
-      std::perror("fork");
-      std::exit(1);
-    }
-    if (pid_ == 0) {
-      for (int fd : close_in_child) close(fd);
-      close(to_child[1]);
-      close(from_child[0]);
-      FILE* in = fdopen(to_child[0], "r");
-      try {
-        const StepFn step = make();
-        int k;
-        while (in != nullptr && std::fscanf(in, "%d", &k) == 1 && k >= 0) {
-          WriteAll(from_child[1], step(k) + "\n");
-        }
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "e2e: %s\n", e.what());
-        std::fflush(nullptr);
-        _exit(1);
-      }
-      std::fflush(nullptr);
-      _exit(0);
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    to_ = to_child[1];
-    from_ = fdopen(from_child[0], "r");
-  }
-
-  // Runs step k there; its line.
-  std::string Step(int k) {
-    WriteAll(to_, std::to_string(k) + "\n");
-    std::string line;
-    for (int c; (c = std::fgetc(from_)) != EOF && c != '\n';) {
-      line.push_back(static_cast<char>(c));
-    }
-    if (line.empty()) {
-      std::fprintf(stderr, "e2e: a strategy's process failed at step %d\n", k);
-      std::exit(1);
-    }
-    return line;
-  }
-
-  // Ends the child and waits for it.
-  ~StepProcess() {
-    WriteAll(to_, "-1\n");
-    close(to_);
-    std::fclose(from_);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
-
-  std::vector<int> fds() const { return {to_, fileno(from_)}; }
-
- private:
-  pid_t pid_ = -1;
-  int to_ = -1;
-  FILE* from_ = nullptr;
-};
-
-// Runs `fn` in a child process and returns the text it produced; exits the
-// benchmark if the child fails.
-std::string RunIsolated(const std::function<std::string()>& fn) {
-  int fds[2];
-  if (pipe(fds) != 0) {
-    std::perror("pipe");
-    std::exit(1);
-  }
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    std::perror("fork");
-    std::exit(1);
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    std::string text;
-    try {
-      text = fn();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "e2e: %s\n", e.what());
-      std::fflush(nullptr);
-      _exit(1);
-    }
-    WriteAll(fds[1], text);
-    std::fflush(nullptr);
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, n);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "e2e: a strategy's process failed (status %d)\n",
-                 status);
-    std::exit(1);
-  }
-  return text;
-}
-
-
-std::unique_ptr<Planner> MakePlanner(const std::string& strategy) {
-  if (strategy == "none" || strategy == "all" || strategy == "sqrt") {
-    return std::make_unique<FixedPlanner>(strategy);
-  }
-  CoreOptions core;
-  if (strategy == "mimose_greedy") core.estimator_kind = "mimose";
-  return std::make_unique<LocalPlanner>(core);
-}
-
-// Bytes per FLOP of an H200's host link: PCIe Gen5 x16, 64e9 bytes/s per
-// direction, over 989e12 dense BF16 FLOP/s.
-constexpr double kH200LinkBytesPerFlop = 64e9 / 989e12;
-
-// This machine's float matmul speed, FLOP/s (LibTorch's default threads).
-double CpuFlopsPerS() {
-  const int64_t n = 512;
-  torch::Tensor a = torch::randn({n, n}), b = torch::randn({n, n});
-  torch::Tensor c = torch::mm(a, b);  // warm
-  int64_t iters = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double seconds = 0;
-  while (seconds < 0.5) {
-    c = torch::mm(a, b);
-    ++iters;
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            start)
-                  .count();
-  }
-  return 2.0 * n * n * n * static_cast<double>(iters) / seconds;
-}
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1) + 0.5)];
-}
-
 }  // namespace
-
-// One step record per JSON object, across the process boundary.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, batch, seq, height, width, plan,
-                                   collect, recomputed_blocks,
-                                   offloaded_blocks, blocks,
-                                   predicted_peak_bytes, measured_peak_bytes,
-                                   budget_bytes, step_ms, plan_ms, loss)
-
 }  // namespace remat
 
 int main(int argc, char** argv) {
@@ -248,9 +69,7 @@ int main(int argc, char** argv) {
   double budget_fraction = 0;  // 0: the model's default
   std::string svg_path = "bench/e2e.svg";
   bool verbose = false;
-  const std::vector<std::string> known = {
-      "none",  "all",   "sqrt",           "static_max", "mimose_greedy",
-      "delta", "exact", "exact_recompute"};
+  const std::vector<std::string> known = StrategyNames();
   std::vector<std::string> names = known;
   CLI::App app{"End-to-end strategy benchmark on the demo trainer."};
   app.add_option("--steps", steps, "steps per strategy")
@@ -295,19 +114,7 @@ int main(int argc, char** argv) {
         trainer.NoCheckpointPeakBytes(Workload::Largest(options.workload))));
   });
   const int64_t budget_bytes = std::stoll(budget_text);
-  if (options.device == "cpu" && options.host_link_gb_per_s == 0) {
-    const double flops = std::stod(
-        RunIsolated([] { return std::to_string(CpuFlopsPerS()); }));
-    options.host_link_gb_per_s = flops * kH200LinkBytesPerFlop / 1e9;
-    std::printf("%s\n", nlohmann::json({{"bench", "e2e_link"},
-                                        {"cpu_flops_per_s", flops},
-                                        {"bytes_per_flop",
-                                         kH200LinkBytesPerFlop},
-                                        {"link_gb_per_s",
-                                         options.host_link_gb_per_s}})
-                            .dump()
-                            .c_str());
-  }
+  EmulateH200Link(&options);
 
   std::vector<Strategy> strategies;
   std::vector<std::unique_ptr<StepProcess>> processes;
@@ -316,17 +123,13 @@ int main(int argc, char** argv) {
     strategies.push_back({name, {}});
     processes.push_back(std::make_unique<StepProcess>(
         [&, name]() -> StepProcess::StepFn {
-          std::unique_ptr<Planner> planner = MakePlanner(name);
-          TrainerOptions o = options;
-          o.solver = name;
-          if (name == "exact_recompute") {
-            o.solver = "exact";
-            o.offload = false;  // no copy engine: nothing offloads
-          }
-          auto trainer = std::make_shared<Trainer>(o, planner.get());
+          std::unique_ptr<Planner> planner = MakeStrategyPlanner(name);
+          auto trainer = std::make_shared<Trainer>(
+              StrategyOptions(options, name), planner.get());
           std::shared_ptr<Planner> held = std::move(planner);
-          return [&, name, trainer, held](int k) {
-            const StepRecord r = trainer->Step(shapes[k], budget_bytes);
+          return [&, name, trainer, held](const std::string& request) {
+            const StepRecord r =
+                trainer->Step(shapes[std::stoi(request)], budget_bytes);
             if (verbose) {
               std::fprintf(stderr, "%-15s %s\n", name.c_str(),
                            FormatStep(r, steps).c_str());
@@ -341,7 +144,8 @@ int main(int argc, char** argv) {
     for (size_t j = 0; j < processes.size(); ++j) {
       const size_t i = (j + static_cast<size_t>(k)) % processes.size();
       strategies[i].records.push_back(
-          nlohmann::json::parse(processes[i]->Step(k)).get<StepRecord>());
+          nlohmann::json::parse(processes[i]->Call(std::to_string(k)))
+              .get<StepRecord>());
     }
   }
   processes.clear();

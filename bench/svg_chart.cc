@@ -69,8 +69,15 @@ std::string RenderSvg(const std::string& title,
       svg << "<text x=\"" << kLeft - 6 << "\" y=\"" << Num(Y(v) + 4)
           << "\" text-anchor=\"end\">" << Num(v) << "</text>\n";
     }
-    svg << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << top + h + 16
-        << "\" text-anchor=\"middle\">step</text>\n";
+    for (size_t i = 0; i < panel.x_ticks.size(); ++i) {
+      svg << "<text x=\"" << Num(X(i)) << "\" y=\"" << top + h + 14
+          << "\" text-anchor=\"middle\">" << Escape(panel.x_ticks[i])
+          << "</text>\n";
+    }
+    svg << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\""
+        << top + h + (panel.x_ticks.empty() ? 16 : 30)
+        << "\" text-anchor=\"middle\">" << Escape(panel.x_label)
+        << "</text>\n";
     for (size_t s = 0; s < panel.series.size(); ++s) {
       const Series& series = panel.series[s];
       svg << "<polyline fill=\"none\" stroke-width=\"1.2\" stroke=\""
@@ -79,6 +86,15 @@ std::string RenderSvg(const std::string& title,
         svg << Num(X(i)) << "," << Num(Y(series.y[i])) << " ";
       }
       svg << "\"/>\n";
+      for (size_t i = 0; i < series.marked.size() && i < series.y.size(); ++i) {
+        if (!series.marked[i]) continue;
+        const double x = X(i), y = Y(series.y[i]);
+        svg << "<path d=\"M" << Num(x - 4) << "," << Num(y - 4) << " L"
+            << Num(x + 4) << "," << Num(y + 4) << " M" << Num(x - 4) << ","
+            << Num(y + 4) << " L" << Num(x + 4) << "," << Num(y - 4)
+            << "\" stroke=\"" << kColours[s % 8]
+            << "\" stroke-width=\"2\"/>\n";
+      }
       svg << "<text x=\"" << kLeft + plot_w + 10 << "\" y=\""
           << top + 14 + 16 * s << "\" fill=\"" << kColours[s % 8] << "\">"
           << Escape(series.name) << "</text>\n";

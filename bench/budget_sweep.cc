@@ -1,0 +1,328 @@
+// bench:budget_sweep: for each of the demo's models, every strategy's
+// throughput relative to `none` and its steps over budget at budgets from
+// 0.2 to 1.0 of the model's no-checkpoint peak at its largest input, in
+// steps of 0.1: the figure Checkmate, Rotor and Mimose compare planners
+// with. One JSON line per model, strategy and budget:
+//
+//   {"bench":"budget_sweep","model":M,"strategy":S,"budget_fraction":F,
+//    "budget_bytes":..,"steps":..,"median_round_throughput_vs_none":..,
+//    "round_throughput_vs_none":[..],"round_spread":[min,max],
+//    "steps_over_budget":..,"max_peak_bytes":..,"max_peak_of_budget":..,
+//    "recomputed_blocks_per_step":..,"offloaded_blocks_per_step":..}
+//
+// then one "budget_sweep_check" line per model that reads the sweep as
+// remat's acceptance does (exact against every other strategy that stays
+// within budget, at each budget where `all` fits), and an SVG per model
+// (--svg-dir/budget_sweep_<model>.svg): throughput against budget, one
+// line per strategy, points over budget crossed.
+//
+// Measurement (bench/lockstep.h): per model, one process per strategy,
+// alive for the whole sweep, driven in lockstep. Each first trains
+// --warmup steps at the full budget, not measured, in which the dynamic
+// strategies collect (as a long run would have by then); then, for each
+// budget, the same --steps batches, batch k on every strategy in an order
+// that rotates with k, split into --rounds rounds whose ratios to `none`
+// give the median and the spread. The models are sized (below) so that
+// the whole sweep of all three takes minutes on a 2-core machine; the host
+// link is emulated at an H200's bytes per FLOP (bench:e2e says how).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "bench/lockstep.h"
+#include "bench/svg_chart.h"
+#include "examples/models.h"
+#include "examples/trainer.h"
+#include "examples/workload.h"
+#include "nlohmann/json.hpp"
+
+namespace remat {
+namespace {
+
+// The sizes each model is swept at.
+TrainerOptions SweepOptions(const std::string& model) {
+  TrainerOptions o;
+  o.model_name = model;
+  o.model.depth = 4;
+  o.model.width = 64;
+  o.model.heads = 2;
+  o.model.ffn = 256;
+  o.workload.batch = 8;
+  if (model == "encoder") {
+    o.workload.max_seq = 256;
+    o.workload.median_seq = 90;
+  } else if (model == "decoder") {
+    o.model.vocab = 64;
+    o.workload.max_seq = 192;
+    o.workload.median_seq = 70;
+  } else {  // cnn
+    o.cnn.channels = 8;
+    o.workload.min_size = 32;
+    o.workload.max_size = 64;
+  }
+  return o;
+}
+
+struct Point {  // one strategy at one budget
+  std::vector<StepRecord> records;
+};
+
+// Sum of step times per round.
+std::vector<double> RoundMs(const std::vector<StepRecord>& records,
+                            int rounds) {
+  std::vector<double> ms(rounds, 0);
+  for (size_t k = 0; k < records.size(); ++k) {
+    ms[k * rounds / records.size()] += records[k].step_ms;
+  }
+  return ms;
+}
+
+void SweepModel(const std::string& model,
+                const std::vector<std::string>& strategies, int warmup,
+                int steps, int rounds, const std::string& svg_dir) {
+  TrainerOptions options = SweepOptions(model);
+  EmulateH200Link(&options);
+  const std::vector<BatchShape> shapes =
+      Workload::Draw(options.workload, warmup + steps);
+  const int64_t full_peak = std::stoll(RunIsolated([&] {
+    FixedPlanner planner("none");
+    Trainer trainer(options, &planner);
+    return std::to_string(
+        trainer.NoCheckpointPeakBytes(Workload::Largest(options.workload)));
+  }));
+  std::vector<double> fractions;
+  for (int i = 2; i <= 10; ++i) fractions.push_back(i / 10.0);
+
+  std::vector<std::unique_ptr<StepProcess>> processes;
+  std::vector<int> parent_fds;
+  for (const std::string& name : strategies) {
+    processes.push_back(std::make_unique<StepProcess>(
+        [&, name]() -> StepProcess::StepFn {
+          std::shared_ptr<Planner> planner = MakeStrategyPlanner(name);
+          auto trainer = std::make_shared<Trainer>(
+              StrategyOptions(options, name), planner.get());
+          return [trainer, planner, &shapes](const std::string& request) {
+            size_t k = 0;
+            int64_t budget = 0;
+            std::sscanf(request.c_str(), "%zu %ld", &k, &budget);
+            return nlohmann::json(trainer->Step(shapes.at(k), budget)).dump();
+          };
+        },
+        parent_fds));
+    for (int fd : processes.back()->fds()) parent_fds.push_back(fd);
+  }
+  auto run = [&](size_t k, int64_t budget, size_t turn) {
+    std::vector<StepRecord> out(processes.size());
+    for (size_t j = 0; j < processes.size(); ++j) {
+      const size_t i = (j + turn) % processes.size();
+      out[i] = nlohmann::json::parse(
+                   processes[i]->Call(std::to_string(k) + " " +
+                                      std::to_string(budget)))
+                   .get<StepRecord>();
+    }
+    return out;
+  };
+  size_t turn = 0;
+  for (int k = 0; k < warmup; ++k) run(k, full_peak, turn++);
+  // points[budget][strategy]
+  std::vector<std::vector<Point>> points(
+      fractions.size(), std::vector<Point>(strategies.size()));
+  for (size_t b = 0; b < fractions.size(); ++b) {
+    const int64_t budget = static_cast<int64_t>(fractions[b] * full_peak);
+    for (int k = 0; k < steps; ++k) {
+      const std::vector<StepRecord> step = run(warmup + k, budget, turn++);
+      for (size_t i = 0; i < step.size(); ++i) {
+        points[b][i].records.push_back(step[i]);
+      }
+    }
+  }
+  processes.clear();
+
+  const size_t none = static_cast<size_t>(
+      std::find(strategies.begin(), strategies.end(), "none") -
+      strategies.begin());
+  Panel throughput{"throughput relative to none (median over rounds; x: over "
+                   "budget)", {}, {}, "budget (fraction of the no-checkpoint "
+                   "peak at the largest input)", {}};
+  Panel peaks{"largest measured peak / budget", {}, {{"budget", 1.0}},
+              "budget", {}};
+  for (double f : fractions) {
+    char tick[16];
+    std::snprintf(tick, sizeof tick, "%.1f", f);
+    throughput.x_ticks.push_back(tick);
+    peaks.x_ticks.push_back(tick);
+  }
+  // median[b][i], fits[b][i]
+  std::vector<std::vector<double>> median(fractions.size());
+  std::vector<std::vector<bool>> fits(fractions.size());
+  std::vector<std::vector<double>> peak_of_budget(fractions.size());
+  std::vector<std::vector<double>> recomputed(fractions.size());
+  for (size_t b = 0; b < fractions.size(); ++b) {
+    const int64_t budget = static_cast<int64_t>(fractions[b] * full_peak);
+    const std::vector<double> none_ms = RoundMs(points[b][none].records, rounds);
+    for (size_t i = 0; i < strategies.size(); ++i) {
+      const std::vector<StepRecord>& records = points[b][i].records;
+      const std::vector<double> ms = RoundMs(records, rounds);
+      std::vector<double> ratios;
+      for (int r = 0; r < rounds; ++r) {
+        ratios.push_back(ms[r] > 0 ? none_ms[r] / ms[r] : 0.0);
+      }
+      int over = 0, recompute = 0, offload = 0;
+      int64_t max_peak = 0;
+      for (const StepRecord& r : records) {
+        over += r.over_budget();
+        recompute += r.recomputed_blocks;
+        offload += r.offloaded_blocks;
+        max_peak = std::max(max_peak, r.measured_peak_bytes);
+      }
+      median[b].push_back(Percentile(ratios, 0.5));
+      fits[b].push_back(over == 0);
+      peak_of_budget[b].push_back(static_cast<double>(max_peak) / budget);
+      recomputed[b].push_back(static_cast<double>(recompute) / records.size());
+      nlohmann::json line = {
+          {"bench", "budget_sweep"},
+          {"model", model},
+          {"strategy", strategies[i]},
+          {"budget_fraction", fractions[b]},
+          {"budget_bytes", budget},
+          {"steps", records.size()},
+          {"median_round_throughput_vs_none", median[b][i]},
+          {"round_throughput_vs_none", ratios},
+          {"round_spread",
+           {*std::min_element(ratios.begin(), ratios.end()),
+            *std::max_element(ratios.begin(), ratios.end())}},
+          {"steps_over_budget", over},
+          {"max_peak_bytes", max_peak},
+          {"max_peak_of_budget", peak_of_budget[b][i]},
+          {"recomputed_blocks_per_step", recomputed[b][i]},
+          {"offloaded_blocks_per_step",
+           static_cast<double>(offload) / records.size()},
+      };
+      std::printf("%s\n", line.dump().c_str());
+    }
+    std::fflush(stdout);
+  }
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    Series t{strategies[i], {}, {}}, p{strategies[i], {}, {}};
+    for (size_t b = 0; b < fractions.size(); ++b) {
+      t.y.push_back(median[b][i]);
+      t.marked.push_back(!fits[b][i]);
+      p.y.push_back(peak_of_budget[b][i]);
+      p.marked.push_back(!fits[b][i]);
+    }
+    throughput.series.push_back(std::move(t));
+    peaks.series.push_back(std::move(p));
+  }
+
+  // The acceptance's reading, at each budget where `all` fits: exact
+  // within budget, its throughput against the best other strategy that
+  // also fits, against none where none fits, and its largest peak where
+  // it recomputes.
+  const auto at = [&](const std::string& s) {
+    return static_cast<size_t>(
+        std::find(strategies.begin(), strategies.end(), s) -
+        strategies.begin());
+  };
+  const size_t exact = at("exact"), all = at("all");
+  if (exact < strategies.size() && all < strategies.size()) {
+    int exact_over = 0;
+    double worst_vs_others = 1e9, worst_vs_none = 1e9, least_peak = 1e9;
+    std::string worst_other;
+    for (size_t b = 0; b < fractions.size(); ++b) {
+      if (!fits[b][all]) continue;
+      exact_over += !fits[b][exact];
+      for (size_t i = 0; i < strategies.size(); ++i) {
+        if (i == exact || !fits[b][i] || median[b][i] <= 0) continue;
+        const double r = median[b][exact] / median[b][i];
+        if (i == none) worst_vs_none = std::min(worst_vs_none, r);
+        if (r < worst_vs_others) {
+          worst_vs_others = r;
+          char where[64];
+          std::snprintf(where, sizeof where, "%s at %.1f",
+                        strategies[i].c_str(), fractions[b]);
+          worst_other = where;
+        }
+      }
+      if (recomputed[b][exact] > 0) {
+        least_peak = std::min(least_peak, peak_of_budget[b][exact]);
+      }
+    }
+    nlohmann::json check = {
+        {"bench", "budget_sweep_check"},
+        {"model", model},
+        {"exact_points_over_budget", exact_over},
+        {"exact_vs_best_fitting_other_min", worst_vs_others},
+        {"exact_vs_best_fitting_other_min_at", worst_other},
+        {"exact_vs_none_min_where_none_fits", worst_vs_none},
+        {"exact_least_peak_of_budget_where_it_recomputes", least_peak},
+    };
+    std::printf("%s\n", check.dump().c_str());
+    std::fflush(stdout);
+  }
+
+  if (!svg_dir.empty()) {
+    const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+    const std::string dir = svg_dir[0] == '/' || workspace == nullptr
+                                ? svg_dir
+                                : std::string(workspace) + "/" + svg_dir;
+    const std::string path = dir + "/budget_sweep_" + model + ".svg";
+    std::ofstream out(path);
+    out << RenderSvg("remat budget sweep: " + model, {throughput, peaks});
+    if (!out) {
+      std::fprintf(stderr, "--svg-dir: cannot write %s\n", path.c_str());
+      std::exit(1);
+    }
+    std::fprintf(stderr, "chart written to %s\n", path.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  using namespace remat;
+  std::vector<std::string> models = DemoModelNames();
+  std::vector<std::string> strategies = StrategyNames();
+  int warmup = 20, steps = 24, rounds = 3;
+  std::string svg_dir = "bench";
+  CLI::App app{"Every strategy's throughput and steps over budget against "
+               "the budget, per demo model, measured in lockstep."};
+  app.add_option("--models", models, "models to sweep")
+      ->delimiter(',')
+      ->check(CLI::IsMember(DemoModelNames()))
+      ->capture_default_str();
+  app.add_option("--strategies", strategies,
+                 "strategies (none and all are always run)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(StrategyNames()))
+      ->capture_default_str();
+  app.add_option("--warmup", warmup,
+                 "steps at the full budget before the sweep, not measured")
+      ->check(CLI::Range(0, 10000))->capture_default_str();
+  app.add_option("--steps", steps, "measured steps per budget")
+      ->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--rounds", rounds, "rounds each budget's steps form")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("--svg-dir", svg_dir,
+                 "where the charts go (relative to the workspace under "
+                 "bazel run; empty: none)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  for (const char* needed : {"all", "none"}) {
+    if (std::find(strategies.begin(), strategies.end(), needed) ==
+        strategies.end()) {
+      strategies.insert(strategies.begin(), needed);
+    }
+  }
+  rounds = std::min(rounds, steps);
+  for (const std::string& model : models) {
+    SweepModel(model, strategies, warmup, steps, rounds, svg_dir);
+  }
+  return 0;
+}

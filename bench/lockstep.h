@@ -1,0 +1,90 @@
+// What bench:e2e and bench:budget_sweep share: each strategy trains in a
+// process of its own, all alive at once and idle but for the step they
+// are told to run, so that the parent can drive them in lockstep (batch k
+// on every strategy, in an order that rotates with k, before batch k+1
+// on any): a machine whose speed drifts for minutes at a time then slows
+// every strategy alike. The parent runs no LibTorch code, which keeps
+// fork() safe.
+#ifndef REMAT_BENCH_LOCKSTEP_H_
+#define REMAT_BENCH_LOCKSTEP_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "client/planner.h"
+#include "examples/trainer.h"
+#include "nlohmann/json.hpp"
+
+namespace remat {
+
+// A child process that answers requests: the parent writes one line, the
+// child answers with one line. `make` runs in the child, once, and returns
+// the function that answers a request.
+class StepProcess {
+ public:
+  using StepFn = std::function<std::string(const std::string& request)>;
+
+  // `close_in_child`: the other children's pipes, which this child must
+  // not hold open.
+  StepProcess(const std::function<StepFn()>& make,
+              const std::vector<int>& close_in_child);
+  // Ends the child and waits for it.
+  ~StepProcess();
+  StepProcess(const StepProcess&) = delete;
+  StepProcess& operator=(const StepProcess&) = delete;
+
+  // Sends `request` (one line) and returns the child's answer; exits the
+  // benchmark when the child failed.
+  std::string Call(const std::string& request);
+
+  std::vector<int> fds() const;
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+};
+
+// Runs `fn` in a child process and returns the text it produced; exits the
+// benchmark if the child fails.
+std::string RunIsolated(const std::function<std::string()>& fn);
+
+// The strategies, in the order the benchmarks print them: none, all, sqrt
+// (budget-blind, fixed plans); static_max (one exact plan for the largest
+// input seen); mimose_greedy (Mimose's estimator and greedy); delta
+// (DELTA's rule on remat's estimator); exact (remat, with the host link)
+// and exact_recompute (the same without a copy engine).
+std::vector<std::string> StrategyNames();
+
+// The planner and trainer options `strategy` trains with.
+std::unique_ptr<Planner> MakeStrategyPlanner(const std::string& strategy);
+TrainerOptions StrategyOptions(TrainerOptions options,
+                               const std::string& strategy);
+
+// Bytes per FLOP of an H200's host link: PCIe Gen5 x16, 64e9 bytes/s per
+// direction, over 989e12 dense BF16 FLOP/s.
+inline constexpr double kH200LinkBytesPerFlop = 64e9 / 989e12;
+
+// On the CPU without a link given: sets options->host_link_gb_per_s to this
+// machine's float matmul FLOP/s (measured in a child process) times
+// kH200LinkBytesPerFlop, so that offload weighs against recompute here as
+// it would on an H200, and prints the "e2e_link" JSON line saying so.
+void EmulateH200Link(TrainerOptions* options);
+
+// The value at quantile q of v (nearest rank); 0 for none.
+double Percentile(std::vector<double> v, double q);
+
+// A StepRecord across the process boundary.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, batch, seq, height,
+                                   width, plan, collect, recomputed_blocks,
+                                   offloaded_blocks, blocks,
+                                   predicted_peak_bytes, measured_peak_bytes,
+                                   budget_bytes, step_ms, plan_ms, loss)
+
+}  // namespace remat
+
+#endif  // REMAT_BENCH_LOCKSTEP_H_
