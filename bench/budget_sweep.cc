@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
   using namespace remat;
   std::vector<std::string> models = DemoModelNames();
   std::vector<std::string> strategies = StrategyNames();
-  int warmup = 20, steps = 24, rounds = 3;
+  int warmup = 20, steps = 48, rounds = 3;
   std::string svg_dir = "bench";
   CLI::App app{"Every strategy's throughput and steps over budget against "
                "the budget, per demo model, measured in lockstep."};

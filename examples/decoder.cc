@@ -64,6 +64,53 @@ class DecoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DecoderLayer);
 
+// A decoder layer's halves as blocks of their own (the same computation):
+// h += attn(ln1(h)), then h += mlp(ln2(h)).
+class DecoderAttentionImpl : public torch::nn::Module {
+ public:
+  explicit DecoderAttentionImpl(const TransformerOptions& o)
+      : ln_(register_module(
+            "ln", torch::nn::LayerNorm(
+                      torch::nn::LayerNormOptions({o.width})))),
+        attn_(register_module(
+            "attn", torch::nn::MultiheadAttention(
+                        torch::nn::MultiheadAttentionOptions(o.width, o.heads)
+                            .dropout(o.dropout)))),
+        drop_(register_module("drop", torch::nn::Dropout(o.dropout))) {}
+  Tensors forward(const Tensors& in, const Tensors& side) {
+    const torch::Tensor a = ln_(in[0]);
+    return {in[0] + drop_(std::get<0>(attn_(a, a, a, side[1],
+                                            /*need_weights=*/false, side[0])))};
+  }
+
+ private:
+  torch::nn::LayerNorm ln_;
+  torch::nn::MultiheadAttention attn_;
+  torch::nn::Dropout drop_;
+};
+TORCH_MODULE(DecoderAttention);
+
+class DecoderMlpImpl : public torch::nn::Module {
+ public:
+  explicit DecoderMlpImpl(const TransformerOptions& o)
+      : ln_(register_module(
+            "ln", torch::nn::LayerNorm(
+                      torch::nn::LayerNormOptions({o.width})))),
+        up_(register_module("up", torch::nn::Linear(o.width, o.ffn))),
+        down_(register_module("down", torch::nn::Linear(o.ffn, o.width))),
+        drop_(register_module("drop", torch::nn::Dropout(o.dropout))) {}
+  torch::Tensor forward(const torch::Tensor& h) {
+    return h + drop_(down_(torch::gelu(up_(ln_(h)))));
+  }
+
+ private:
+  torch::nn::LayerNorm ln_;
+  torch::nn::Linear up_;
+  torch::nn::Linear down_;
+  torch::nn::Dropout drop_;
+};
+TORCH_MODULE(DecoderMlp);
+
 class HeadImpl : public torch::nn::Module {
  public:
   explicit HeadImpl(const TransformerOptions& o)
@@ -85,8 +132,16 @@ std::vector<NamedBlock> MakeDecoderBlocks(const TransformerOptions& o) {
   std::vector<NamedBlock> blocks;
   blocks.push_back({"embed", torch::nn::AnyModule(Embed(o)), false, false});
   for (int64_t i = 0; i < o.depth; ++i) {
-    blocks.push_back({"layer" + std::to_string(i),
-                      torch::nn::AnyModule(DecoderLayer(o)), true, true});
+    const std::string layer = "layer" + std::to_string(i);
+    if (o.sublayers) {
+      blocks.push_back({layer + "_attn",
+                        torch::nn::AnyModule(DecoderAttention(o)), true, true});
+      blocks.push_back(
+          {layer + "_mlp", torch::nn::AnyModule(DecoderMlp(o)), true, false});
+    } else {
+      blocks.push_back(
+          {layer, torch::nn::AnyModule(DecoderLayer(o)), true, true});
+    }
   }
   blocks.push_back({"head", torch::nn::AnyModule(Head(o)), true, false});
   return blocks;

@@ -8,6 +8,8 @@
 //          learned position embeddings (not checkpointable: integer input)
 //   layer0..layerN-1: {hidden}, side {causal [seq, seq], padding
 //          [batch, seq]} -> {hidden}; h += attn(ln1(h)); h += mlp(ln2(h))
+//          (with TransformerOptions::sublayers, each as two blocks:
+//          layerI_attn, of several tensors, and layerI_mlp, of one)
 //   head:  LayerNorm, Linear -> logits [seq, batch, vocab]
 #ifndef REMAT_EXAMPLES_DECODER_H_
 #define REMAT_EXAMPLES_DECODER_H_

@@ -32,12 +32,65 @@ class HeadImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Head);
 
+// The two halves of torch::nn::TransformerEncoderLayer (post-LN, ReLU), as
+// blocks of their own: x = norm1(x + dropout(attn(x))), then
+// x = norm2(x + dropout(linear2(dropout(relu(linear1(x)))))).
+class AttentionHalfImpl : public torch::nn::Module {
+ public:
+  explicit AttentionHalfImpl(const TransformerOptions& o)
+      : attn_(register_module(
+            "attn", torch::nn::MultiheadAttention(
+                        torch::nn::MultiheadAttentionOptions(o.width, o.heads)
+                            .dropout(o.dropout)))),
+        drop_(register_module("drop", torch::nn::Dropout(o.dropout))),
+        norm_(register_module("norm",
+                              torch::nn::LayerNorm(
+                                  torch::nn::LayerNormOptions({o.width})))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return norm_(x + drop_(std::get<0>(attn_(x, x, x, torch::Tensor(),
+                                                  /*need_weights=*/false))));
+  }
+
+ private:
+  torch::nn::MultiheadAttention attn_;
+  torch::nn::Dropout drop_;
+  torch::nn::LayerNorm norm_;
+};
+TORCH_MODULE(AttentionHalf);
+
+class MlpHalfImpl : public torch::nn::Module {
+ public:
+  explicit MlpHalfImpl(const TransformerOptions& o)
+      : up_(register_module("up", torch::nn::Linear(o.width, o.ffn))),
+        down_(register_module("down", torch::nn::Linear(o.ffn, o.width))),
+        drop_(register_module("drop", torch::nn::Dropout(o.dropout))),
+        norm_(register_module("norm",
+                              torch::nn::LayerNorm(
+                                  torch::nn::LayerNormOptions({o.width})))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return norm_(x + drop_(down_(drop_(torch::relu(up_(x))))));
+  }
+
+ private:
+  torch::nn::Linear up_;
+  torch::nn::Linear down_;
+  torch::nn::Dropout drop_;
+  torch::nn::LayerNorm norm_;
+};
+TORCH_MODULE(MlpHalf);
+
 }  // namespace
 
 std::vector<NamedBlock> MakeEncoderBlocks(const TransformerOptions& o) {
   std::vector<NamedBlock> blocks;
   blocks.push_back({"embed", torch::nn::AnyModule(Embed(o)), false});
-  for (int64_t i = 0; i < o.depth; ++i) {
+  for (int64_t i = 0; i < o.depth && o.sublayers; ++i) {
+    const std::string layer = "layer" + std::to_string(i);
+    blocks.push_back(
+        {layer + "_attn", torch::nn::AnyModule(AttentionHalf(o)), true});
+    blocks.push_back({layer + "_mlp", torch::nn::AnyModule(MlpHalf(o)), true});
+  }
+  for (int64_t i = 0; i < o.depth && !o.sublayers; ++i) {
     torch::nn::TransformerEncoderLayer layer(
         torch::nn::TransformerEncoderLayerOptions(o.width, o.heads)
             .dim_feedforward(o.ffn)

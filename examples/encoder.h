@@ -5,6 +5,8 @@
 //   embed: token ids [batch, seq] -> [seq, batch, width] (not checkpointable:
 //          its input is integer ids, and it is cheap)
 //   layer0..layerN-1: torch::nn::TransformerEncoderLayer, [seq, batch, width]
+//          (with TransformerOptions::sublayers, each as two blocks,
+//          layerI_attn and layerI_mlp, with the same computation)
 //   head:  mean over seq, Linear -> logits [batch, classes]
 #ifndef REMAT_EXAMPLES_ENCODER_H_
 #define REMAT_EXAMPLES_ENCODER_H_

@@ -26,6 +26,9 @@ struct TransformerOptions {
   int64_t depth = 6;    // layers
   int64_t classes = 2;  // the encoder's classifier
   double dropout = 0.1;
+  // Each layer as two blocks, attention and MLP (the granularity at which
+  // Megatron's selective recompute decides), rather than one.
+  bool sublayers = false;
 };
 
 // Sizes of the CNN (cnn.h).

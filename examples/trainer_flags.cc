@@ -19,6 +19,9 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
       ->capture_default_str();
   app->add_option("--depth", o->model.depth, "transformer layers")
       ->check(CLI::Range(1, 64))->capture_default_str();
+  app->add_flag("--sublayers", o->model.sublayers,
+                "encoder, decoder: each layer as two blocks, attention and "
+                "MLP (the granularity of Megatron's selective recompute)");
   app->add_option("--width", o->model.width, "model width (d_model)")
       ->check(CLI::Range(8, 4096))->capture_default_str();
   app->add_option("--heads", o->model.heads, "attention heads")

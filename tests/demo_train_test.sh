@@ -70,6 +70,15 @@ read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' \
 awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a) }' ||
   fail "decoder: loss did not fall: ${first:-none} -> ${last:-none}"
 
+# --sublayers: each encoder layer as two blocks (attention, MLP), so the
+# plan decides per half: 3 layers make 8 blocks with the embedding and head.
+"$train" --sublayers --steps 30 --depth 3 --width 64 --heads 2 --ffn 128 \
+  --max-seq 256 --median-seq 90 --seed 3 --threads 1 >"$dir/sub.out" 2>&1 ||
+  fail "--sublayers: trainer exited $?: $(tail -5 "$dir/sub.out")"
+grep -qE "^step .* exact +recompute +[0-9]+/8 " "$dir/sub.out" ||
+  fail "--sublayers: no planned step over 8 blocks: $(grep -m1 exact "$dir/sub.out")"
+grep -q "steps over budget: 0" "$dir/sub.out" || fail "--sublayers: over budget"
+
 # The cnn (features batch, height, width; images of varying size) against
 # the same rematd, at its default budget: within budget, planned, some
 # planned steps recompute, the loss falls.
