@@ -20,8 +20,9 @@ cd "$(dirname "$0")/.."
 NAME=gpu_e2e
 source tests/gpu_build.sh
 
-SRCS=(bench/e2e.cc bench/svg_chart.cc
-  examples/encoder.cc examples/trainer.cc examples/trainer_flags.cc
+SRCS=(bench/e2e.cc bench/lockstep.cc bench/svg_chart.cc
+  examples/cnn.cc examples/decoder.cc examples/encoder.cc examples/models.cc
+  examples/trainer.cc examples/trainer_flags.cc
   examples/workload.cc "${RUNTIME_SRCS[@]}")
 
 gpu_probe

@@ -51,24 +51,27 @@ read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' "
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
   fail "loss did not fall: $first -> $last"
 
+# A run of model $1 that exited $2, its output in $3: exit 0, no step over
+# budget, a planned step matching "^step .* $4", the loss fell.
+check_model_run() {
+  [ "$2" -eq 0 ] || fail "$1: trainer exited $2: $(tail -5 "$3")"
+  grep -q "steps over budget: 0" "$3" || fail "$1: a step went over budget"
+  grep -qE "^step .* $4" "$3" || fail "$1: no planned step matches '$4'"
+  local first last
+  read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' "$3")
+  awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a) }' ||
+    fail "$1: loss did not fall: ${first:-none} -> ${last:-none}"
+}
+
 # The decoder (blocks of several tensors: hidden state, with the causal and
 # padding masks as side inputs) against the same rematd: within budget,
 # planned, some steps recompute, the loss falls.
 "$train" --planner "$address" --model decoder --steps 40 --depth 3 \
   --width 64 --heads 2 --ffn 128 --vocab 64 --max-seq 192 --median-seq 70 \
   --budget-fraction 0.45 --seed 3 --threads 1 >"$dir/decoder.out" 2>&1
-rc=$?
-[ "$rc" -eq 0 ] || fail "decoder: trainer exited $rc: $(tail -5 "$dir/decoder.out")"
+check_model_run decoder $? "$dir/decoder.out" "exact +recompute  [1-9]"
 grep -q "^remat demo: 3-layer decoder" "$dir/decoder.out" ||
   fail "decoder: not the decoder: $(head -2 "$dir/decoder.out")"
-grep -q "steps over budget: 0" "$dir/decoder.out" ||
-  fail "decoder: a step went over budget"
-grep -qE "^step .* exact +recompute  [1-9]" "$dir/decoder.out" ||
-  fail "decoder: no planned step recomputed a block"
-read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' \
-  "$dir/decoder.out")
-awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a) }' ||
-  fail "decoder: loss did not fall: ${first:-none} -> ${last:-none}"
 
 # --sublayers: each encoder layer as two blocks (attention, MLP), so the
 # plan decides per half: 3 layers make 8 blocks with the embedding and head.
@@ -84,15 +87,7 @@ grep -q "steps over budget: 0" "$dir/sub.out" || fail "--sublayers: over budget"
 # planned steps recompute, the loss falls.
 "$train" --planner "$address" --model cnn --steps 40 --channels 8 \
   --max-size 64 --seed 3 --threads 1 >"$dir/cnn.out" 2>&1
-rc=$?
-[ "$rc" -eq 0 ] || fail "cnn: trainer exited $rc: $(tail -5 "$dir/cnn.out")"
-grep -q "steps over budget: 0" "$dir/cnn.out" || fail "cnn: a step went over budget"
-grep -qE "^step .* image +[0-9]+x[0-9]+ +exact +recompute  [1-9]" "$dir/cnn.out" ||
-  fail "cnn: no planned step recomputed a block"
-read -r first last < <(sed -nE 's/^loss: ([0-9.]+) .* -> ([0-9.]+) .*/\1 \2/p' \
-  "$dir/cnn.out")
-awk -v a="${first:-0}" -v b="${last:-0}" 'BEGIN { exit !(b < a) }' ||
-  fail "cnn: loss did not fall: ${first:-none} -> ${last:-none}"
+check_model_run cnn $? "$dir/cnn.out" "image +[0-9]+x[0-9]+ +exact +recompute  [1-9]"
 "$remat" models --address "$address" >"$dir/models.out" 2>&1
 grep -q "cnn" "$dir/models.out" && grep -q "decoder" "$dir/models.out" ||
   fail "rematd does not list the decoder and the cnn: $(cat "$dir/models.out")"

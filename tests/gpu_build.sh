@@ -36,7 +36,8 @@ JOBS=${REMAT_GPU_JOBS:-$(nproc)}
 # link (the sources of //client:runtime and its dependencies).
 RUNTIME_SRCS=(collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
   collector/block_sampler.cc collector/trace_recorder.cc
-  client/checkpoint.cc client/offload.cc client/plan_chooser.cc
+  client/block_function.cc client/checkpoint.cc client/offload.cc
+  client/plan_chooser.cc
   client/planner.cc client/runtime.cc
   kernels/copy_engine.cc kernels/cpu_copy_engine.cc
   kernels/copy_queue.cc kernels/cuda_copy_engine.cc kernels/host_pool.cc
