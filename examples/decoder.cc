@@ -27,44 +27,8 @@ class EmbedImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Embed);
 
-class DecoderLayerImpl : public torch::nn::Module {
- public:
-  explicit DecoderLayerImpl(const TransformerOptions& o)
-      : ln1_(register_module(
-            "ln1", torch::nn::LayerNorm(
-                       torch::nn::LayerNormOptions({o.width})))),
-        attn_(register_module(
-            "attn", torch::nn::MultiheadAttention(
-                        torch::nn::MultiheadAttentionOptions(o.width, o.heads)
-                            .dropout(o.dropout)))),
-        ln2_(register_module(
-            "ln2", torch::nn::LayerNorm(
-                       torch::nn::LayerNormOptions({o.width})))),
-        up_(register_module("up", torch::nn::Linear(o.width, o.ffn))),
-        down_(register_module("down", torch::nn::Linear(o.ffn, o.width))),
-        drop_(register_module("drop", torch::nn::Dropout(o.dropout))) {}
 
-  Tensors forward(const Tensors& in, const Tensors& side) {
-    const torch::Tensor& causal = side[0];
-    const torch::Tensor& padding = side[1];
-    const torch::Tensor a = ln1_(in[0]);
-    const torch::Tensor attended = std::get<0>(attn_(
-        a, a, a, padding, /*need_weights=*/false, /*attn_mask=*/causal));
-    const torch::Tensor h = in[0] + drop_(attended);
-    return {h + drop_(down_(torch::gelu(up_(ln2_(h)))))};
-  }
-
- private:
-  torch::nn::LayerNorm ln1_;
-  torch::nn::MultiheadAttention attn_;
-  torch::nn::LayerNorm ln2_;
-  torch::nn::Linear up_;
-  torch::nn::Linear down_;
-  torch::nn::Dropout drop_;
-};
-TORCH_MODULE(DecoderLayer);
-
-// A decoder layer's halves as blocks of their own (the same computation):
+// A decoder layer's halves, each a block of its own with --sublayers:
 // h += attn(ln1(h)), then h += mlp(ln2(h)).
 class DecoderAttentionImpl : public torch::nn::Module {
  public:
@@ -110,6 +74,22 @@ class DecoderMlpImpl : public torch::nn::Module {
   torch::nn::Dropout drop_;
 };
 TORCH_MODULE(DecoderMlp);
+
+// One layer: both halves in one block.
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit DecoderLayerImpl(const TransformerOptions& o)
+      : attention_(register_module("attention", DecoderAttention(o))),
+        mlp_(register_module("mlp", DecoderMlp(o))) {}
+  Tensors forward(const Tensors& in, const Tensors& side) {
+    return {mlp_(attention_->forward(in, side)[0])};
+  }
+
+ private:
+  DecoderAttention attention_;
+  DecoderMlp mlp_;
+};
+TORCH_MODULE(DecoderLayer);
 
 class HeadImpl : public torch::nn::Module {
  public:
