@@ -26,9 +26,11 @@
 // (cost, count) up. Savings above every need still ahead are worth nothing
 // more and are capped there, which merges states. A state is dropped when
 // it cannot reach a later need with every block left recomputed, or when
-// its cost plus the LP bound on covering its largest remaining shortfall
-// with the blocks left (cheapest per byte first, a Fenwick tree over cost
-// per byte) exceeds the best plan found. The best plan starts as a greedy
+// its cost plus a lower bound on what the blocks left must still cost
+// reaches the best plan found: the larger of the LP bound on covering its
+// largest remaining shortfall (cheapest per byte first, a Fenwick tree
+// over cost per byte) and the Lagrangian bound over every need ahead
+// (PrefixBound). The best plan starts as a greedy
 // one (recompute the cheapest per byte until every need is met, then drop
 // what is not needed, dearest first) and improves whenever a state meets
 // every need ahead. Bytes are never rounded. States of equal saving
@@ -37,7 +39,8 @@
 // the same saving (seconds at 1000 blocks; milliseconds with it).
 // Before the search, reduced-cost fixing (see below) decides the
 // candidates whose deviation from the LP's choice alone would cost more
-// than the gap between the greedy plan and the LP bound.
+// than the gap between the greedy plan and the LP bound (with the largest
+// need's price, and with the prices of every need).
 //
 // The smallest reachable peak recomputes every candidate: that minimises
 // every prefix at once. When even it does not fit, it is the answer.
@@ -192,6 +195,128 @@ Needs NeedsOf(const std::vector<Item>& items, std::vector<int64_t> req) {
   return n;
 }
 
+// A lower bound that sees every need at once, not only the largest one
+// ahead: the Lagrangian of the prefix constraints. With prices mu_p >= 0 on
+// "the items before p save at least R_p" (R_p: the largest need up to p,
+// at least 0, which every plan that meets the needs also meets) and
+// M_q = sum_{p > q} mu_p the price a byte saved by item q earns, any plan
+// that extends a state before item p (saving sigma, cost) costs at least
+//
+//   cost + sum_{p' > p} mu_p' (R_p' - sigma) + sum_{q >= p} min(0, c_q - s_q M_q)
+//
+// (weak duality; valid for any non-increasing M >= 0). The prices are the
+// LP's optimal ones, found once: the dual is the maximum over non-increasing
+// M of sum_q [M_q d_q - s_q max(0, M_q - c_q / s_q)] (d_q = R_{q+1} - R_q,
+// the need that first appears after item q), a separable concave objective
+// under an order constraint, which pool-adjacent-violators solves: a block
+// of items sharing one price is best at the price where the savings of its
+// items cheaper per byte first cover its need. Per state the bound is then
+// linear in sigma: cost + Offset(p) - sigma * Price(p). It is computed in
+// doubles and lowered by a safety slack, so rounding never makes it exceed
+// the true bound. Where the needs bind only at the end (one constraint),
+// it equals the LP bound the search already uses; near the end of a chain
+// under a tight budget, where later blocks cannot help earlier needs, it is
+// up to a block's cost higher.
+class PrefixBound {
+ public:
+  PrefixBound(const std::vector<Item>& items, const std::vector<int64_t>& req) {
+    const size_t m = items.size();
+    // R and the need each item is the last one before.
+    std::vector<double> r(m + 1, 0), d(m, 0);
+    double run = 0;
+    for (size_t p = 0; p <= m; ++p) {
+      run = std::max(run, static_cast<double>(req[p]));
+      r[p] = run;
+    }
+    for (size_t q = 0; q < m; ++q) d[q] = r[q + 1] - r[q];
+    // Pool adjacent violators: blocks of items in chain order, prices
+    // non-increasing from block to block.
+    // Each block keeps its items cheaper per byte first, so that a merge
+    // is a linear merge and its price a linear scan.
+    auto cheaper = [&](size_t x, size_t y) {
+      return static_cast<__int128>(items[x].c) * items[y].s <
+             static_cast<__int128>(items[y].c) * items[x].s;
+    };
+    struct Block {
+      size_t first, last;  // items [first, last]
+      double need;
+      double price;
+      std::vector<size_t> by_ratio;
+    };
+    auto set_price = [&](Block* b) {
+      b->price = b->need <= 0 ? 0 : std::numeric_limits<double>::infinity();
+      double covered = 0;
+      for (size_t q : b->by_ratio) {
+        if (b->need <= 0) break;
+        covered += static_cast<double>(items[q].s);
+        if (covered >= b->need) {
+          b->price = static_cast<double>(items[q].c) / items[q].s;
+          break;
+        }
+      }
+    };
+    std::vector<Block> blocks;
+    std::vector<size_t> merged;
+    for (size_t q = 0; q < m; ++q) {
+      Block b{q, q, d[q], 0, {q}};
+      set_price(&b);
+      while (!blocks.empty() && blocks.back().price < b.price) {
+        Block& prev = blocks.back();
+        merged.resize(prev.by_ratio.size() + b.by_ratio.size());
+        std::merge(prev.by_ratio.begin(), prev.by_ratio.end(),
+                   b.by_ratio.begin(), b.by_ratio.end(), merged.begin(),
+                   cheaper);
+        b.first = prev.first;
+        b.need += prev.need;
+        b.by_ratio.swap(merged);
+        set_price(&b);
+        blocks.pop_back();
+      }
+      blocks.push_back(std::move(b));
+    }
+    price_.assign(m + 1, 0);
+    for (const Block& b : blocks) {
+      // An infinite price only when the first block alone cannot meet its
+      // need, which the search rules out before it starts; keep M finite.
+      const double price = std::isfinite(b.price) ? b.price : 0;
+      for (size_t q = b.first; q <= b.last; ++q) price_[q] = price;
+    }
+    // Offset(p) = sum_{p' > p} mu_p' R_p' + sum_{q >= p} min(0, c_q - s_q M_q),
+    // mu_p' = M_{p'-1} - M_p' (M_m = 0).
+    offset_.assign(m + 1, 0);
+    slack_.assign(m + 1, 0);
+    double magnitude = 0;
+    for (size_t p = m; p-- > 0;) {
+      const double mu = price_[p] - price_[p + 1];
+      const double reduced =
+          static_cast<double>(items[p].c) - items[p].s * price_[p];
+      offset_[p] = offset_[p + 1] + mu * r[p + 1] + std::min(0.0, reduced);
+      magnitude += std::abs(mu * r[p + 1]) + std::abs(reduced);
+      slack_[p] = 1e-9 * (magnitude + price_[p] * r[m]) + 4;
+    }
+  }
+
+  // The price a byte saved by item q earns (M_q).
+  double Price(size_t q) const { return price_[q]; }
+  // Rest(0, 0) is the LP bound on the whole problem, less the slack; a
+  // reduced cost c_q - s_q M_q computed in doubles is within Slack(0) of
+  // its true value.
+  double Slack(size_t p) const { return slack_[p]; }
+
+  // The bound on what a state before item p, saving sigma, still costs.
+  int64_t Rest(size_t p, int64_t sigma) const {
+    const double v = offset_[p] - static_cast<double>(sigma) * price_[p] -
+                     slack_[p];
+    if (v <= 0) return 0;
+    return v >= static_cast<double>(kInf) ? kInf : static_cast<int64_t>(v);
+  }
+
+ private:
+  std::vector<double> price_;   // M_q
+  std::vector<double> offset_;  // Offset(p)
+  std::vector<double> slack_;   // rounding allowance of Offset(p)
+};
+
 // The best plan known: its (cost, count) and how to rebuild it.
 struct Best {
   int64_t cost = kInf;
@@ -204,12 +329,13 @@ class Search {
  public:
   Search(const std::vector<Item>& items, const std::vector<Item>& by_rank,
          const std::vector<int>& rank_of, const std::vector<int8_t>& fixed,
-         int64_t max_nodes,
+         const PrefixBound& prefix, int64_t max_nodes,
          std::chrono::nanoseconds time_limit, ExactStats* st)
       : items_(items),
         by_rank_(by_rank),
         rank_of_(rank_of),
         fixed_(fixed),
+        prefix_(prefix),
         max_nodes_(max_nodes),
         time_limit_(time_limit),
         start_(std::chrono::steady_clock::now()),
@@ -234,7 +360,10 @@ class Search {
         int64_t bound = best->cost;
         for (const State& x : front) {
           const int64_t rest = lp.LowerBound(needs.ahead[p] - x.sigma);
-          if (rest < kInf) bound = std::min(bound, x.cost + rest);
+          if (rest < kInf) {
+            bound = std::min(
+                bound, x.cost + std::max(rest, prefix_.Rest(p, x.sigma)));
+          }
         }
         st_->lower_bound_ns = bound;
         return false;
@@ -283,7 +412,8 @@ class Search {
           continue;  // more items only cost more
         }
         // At least one more item, at least the LP bound's cost.
-        const int64_t bound = lp.LowerBound(ahead - x.sigma);
+        const int64_t bound = std::max(lp.LowerBound(ahead - x.sigma),
+                                       prefix_.Rest(p + 1, x.sigma));
         if (bound >= kInf ||
             !LexLess(x.cost + bound, x.count + 1, best->cost, best->count)) {
           continue;
@@ -316,6 +446,7 @@ class Search {
   const std::vector<Item>& by_rank_;
   const std::vector<int>& rank_of_;
   const std::vector<int8_t>& fixed_;
+  const PrefixBound& prefix_;
   const int64_t max_nodes_;
   const std::chrono::nanoseconds time_limit_;
   const std::chrono::steady_clock::time_point start_;
@@ -419,7 +550,6 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 
   LpBound lp(by_rank);
   for (int r = 1; r <= m; ++r) lp.Add(r, +1);
-  st.root_bound_ns = lp.LowerBound(needs.ahead[0]);
 
   // Reduced-cost fixing. With lambda = c_b / s_b of the LP's break item
   // for the largest need D (the covering LP over every item, a relaxation),
@@ -446,11 +576,28 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
     for (int p = 0; p < m; ++p) {
       if (r[p] > slack) fixed[p] = -1;
       if (-r[p] > slack) fixed[p] = +1;
+    }
+  }
+  // The same with the prices of every need (PrefixBound), which fixes more
+  // where needs other than the largest bind. Either fixing alone is valid;
+  // where they disagree no plan is cheaper than the best one already
+  // known, which the search keeps.
+  const PrefixBound prefix(items, needs.req);
+  st.root_bound_ns =
+      std::max(lp.LowerBound(needs.ahead[0]), prefix.Rest(0, 0));
+  {
+    const double slack =
+        static_cast<double>(best.cost) - prefix.Rest(0, 0) + prefix.Slack(0);
+    for (int p = 0; p < m; ++p) {
+      const double r = static_cast<double>(items[p].c) -
+                       static_cast<double>(items[p].s) * prefix.Price(p);
+      if (fixed[p] == 0 && r > slack) fixed[p] = -1;
+      if (fixed[p] == 0 && -r > slack) fixed[p] = +1;
       st.fixed += fixed[p] != 0;
     }
   }
 
-  Search search(items, by_rank, rank_of, fixed,
+  Search search(items, by_rank, rank_of, fixed, prefix,
                 std::min<int64_t>(options.max_nodes, 1 << 30),
                 options.time_limit, &st);
   if (search.Run(needs, &best)) st.lower_bound_ns = best.cost;

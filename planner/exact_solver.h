@@ -26,7 +26,7 @@ struct ExactStats {
   int steps = 0;               // sweep steps run before the bounds stopped it
   int64_t states = 0;          // front states kept, summed over steps
   int64_t max_front = 0;       // largest front
-  int64_t root_bound_ns = 0;   // min over j of the per-j LP lower bound
+  int64_t root_bound_ns = 0;   // the search's lower bound before it starts
   int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
   int64_t heuristic_cost_ns = 0;  // best after the small-core pass
   int64_t nodes = 0;           // search states examined (the work measure)
