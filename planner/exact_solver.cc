@@ -230,49 +230,89 @@ class PrefixBound {
     }
     for (size_t q = 0; q < m; ++q) d[q] = r[q + 1] - r[q];
     // Pool adjacent violators: blocks of items in chain order, prices
-    // non-increasing from block to block.
-    // Each block keeps its items cheaper per byte first, so that a merge
-    // is a linear merge and its price a linear scan.
-    auto cheaper = [&](size_t x, size_t y) {
-      return static_cast<__int128>(items[x].c) * items[y].s <
-             static_cast<__int128>(items[y].c) * items[x].s;
+    // non-increasing from block to block. A block's price is the cost per
+    // byte at which its items, cheaper per byte first, cover its need: a
+    // weighted quantile over a range of the chain, which a persistent
+    // segment tree over the items' ranks in cost-per-byte order answers in
+    // O(log m) (version q holds the items before q). The prices need not
+    // be exact to keep the bound valid (any non-increasing M is), so
+    // doubles do.
+    std::vector<size_t> order(m);
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<double> ratio(m);
+    for (size_t q = 0; q < m; ++q) {
+      ratio[q] = static_cast<double>(items[q].c) / items[q].s;
+    }
+    std::sort(order.begin(), order.end(),
+              [&](size_t x, size_t y) { return ratio[x] < ratio[y]; });
+    std::vector<int> rank(m);
+    for (size_t r = 0; r < m; ++r) rank[order[r]] = static_cast<int>(r);
+    struct Node {
+      int left, right;
+      double sum;
+    };
+    std::vector<Node> tree = {{0, 0, 0}};  // node 0: the empty tree
+    tree.reserve(1 + m * 2 * (1 + static_cast<size_t>(std::log2(m + 1) + 1)));
+    std::vector<int> root(m + 1, 0);
+    const int ranks = static_cast<int>(std::max<size_t>(m, 1));
+    for (size_t q = 0; q < m; ++q) {
+      // A copy of the path to rank[q], each node's sum grown by s_q.
+      int from = root[q], lo = 0, hi = ranks - 1;
+      root[q + 1] = static_cast<int>(tree.size());
+      tree.push_back(tree[from]);
+      for (int at = root[q + 1];;) {
+        tree[at].sum += static_cast<double>(items[q].s);
+        if (lo == hi) break;
+        const int mid = (lo + hi) / 2;
+        const bool go_left = rank[q] <= mid;
+        from = go_left ? tree[from].left : tree[from].right;
+        const int child = static_cast<int>(tree.size());
+        tree.push_back(tree[from]);
+        (go_left ? tree[at].left : tree[at].right) = child;
+        at = child;
+        (go_left ? hi : lo) = go_left ? mid : mid + 1;
+      }
+    }
+    // The price of items [first, last] for `need`; infinite when they
+    // cannot cover it.
+    auto price_of = [&](size_t first, size_t last, double need) {
+      if (need <= 0) return 0.0;
+      int a = root[last + 1], b = root[first];
+      if (tree[a].sum - tree[b].sum < need) {
+        return std::numeric_limits<double>::infinity();
+      }
+      int lo = 0, hi = ranks - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        const double left = tree[tree[a].left].sum - tree[tree[b].left].sum;
+        if (left >= need) {
+          a = tree[a].left;
+          b = tree[b].left;
+          hi = mid;
+        } else {
+          need -= left;
+          a = tree[a].right;
+          b = tree[b].right;
+          lo = mid + 1;
+        }
+      }
+      return ratio[order[lo]];
     };
     struct Block {
       size_t first, last;  // items [first, last]
       double need;
       double price;
-      std::vector<size_t> by_ratio;
-    };
-    auto set_price = [&](Block* b) {
-      b->price = b->need <= 0 ? 0 : std::numeric_limits<double>::infinity();
-      double covered = 0;
-      for (size_t q : b->by_ratio) {
-        if (b->need <= 0) break;
-        covered += static_cast<double>(items[q].s);
-        if (covered >= b->need) {
-          b->price = static_cast<double>(items[q].c) / items[q].s;
-          break;
-        }
-      }
     };
     std::vector<Block> blocks;
-    std::vector<size_t> merged;
     for (size_t q = 0; q < m; ++q) {
-      Block b{q, q, d[q], 0, {q}};
-      set_price(&b);
+      Block b{q, q, d[q], price_of(q, q, d[q])};
       while (!blocks.empty() && blocks.back().price < b.price) {
-        Block& prev = blocks.back();
-        merged.resize(prev.by_ratio.size() + b.by_ratio.size());
-        std::merge(prev.by_ratio.begin(), prev.by_ratio.end(),
-                   b.by_ratio.begin(), b.by_ratio.end(), merged.begin(),
-                   cheaper);
-        b.first = prev.first;
-        b.need += prev.need;
-        b.by_ratio.swap(merged);
-        set_price(&b);
+        b.first = blocks.back().first;
+        b.need += blocks.back().need;
+        b.price = price_of(b.first, b.last, b.need);
         blocks.pop_back();
       }
-      blocks.push_back(std::move(b));
+      blocks.push_back(b);
     }
     price_.assign(m + 1, 0);
     for (const Block& b : blocks) {
