@@ -565,6 +565,28 @@ TEST_CASE("identical layers: states of equal saving merge, work stays small") {
   }
 }
 
+TEST_CASE("the search's bound sees a need that binds before the end") {
+  // Block 1's backward workspace (48 bytes) needs 50 bytes saved by the
+  // blocks below it: only block 0 (forward 1000 ns) can, while the later
+  // needs (3 bytes) could be met by block 1 for 10 ns. The LP on the
+  // largest need alone would let block 1 cover all 50 bytes (a bound of
+  // about 5 ns); the bound over every need charges block 0 for them
+  // (1000 * 50 / 99, about 505 ns).
+  PlanProblem p;
+  p.blocks = {{"b0", 100, 1, 1000, true},
+              {"b1", 100, 1, 10, true},
+              {"b2", 1, 1, 1, true}};
+  p.blocks[1].workspace_bytes = 48;
+  p.budget_bytes = 200;
+  internal::ExactStats st;
+  const std::vector<Action> actions = internal::SolveExact(p, &st);
+  CHECK(actions == std::vector<Action>{Action::kRecompute, Action::kKeep,
+                                       Action::kKeep});
+  CHECK(st.cost_ns == 1000);
+  CHECK(st.root_bound_ns >= 500);
+  CHECK(st.root_bound_ns <= 1000);
+}
+
 TEST_CASE("with a link, a stopped search still fits and bounds its gap") {
   std::mt19937_64 rng(99);
   int stopped = 0;
