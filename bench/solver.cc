@@ -376,7 +376,14 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--max-blocks") == 0 && i + 1 < argc) {
-      remat::g_max_blocks = std::atoi(argv[++i]);
+      char* end = nullptr;
+      const long n = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || n < 1 || n > 1000) {
+        std::fprintf(stderr, "--max-blocks: %s is not a number in [1, 1000]\n",
+                     argv[i]);
+        return 2;
+      }
+      remat::g_max_blocks = static_cast<int>(n);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--quick | --stats] [--max-blocks N]\n",
