@@ -3,7 +3,9 @@
 # see .bazelrc) and runs each one from its seed corpus:
 #
 #   tests/fuzz_long.sh SECONDS [TARGET...]     each for SECONDS (-max_total_time)
-#   tests/fuzz_long.sh --runs N [TARGET...]    each for N inputs (-runs), as CI does
+#   tests/fuzz_long.sh --runs N [--seconds S] [TARGET...]
+#                                     each for N inputs (-runs), or S seconds
+#                                     if that comes first, as CI does
 #
 # TARGET is a label (default: every target tagged "fuzz_target"). Prints one
 # line per target:
@@ -19,6 +21,10 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--runs" ]; then
   budget=(-runs="${2:?--runs needs a count}")
   shift 2
+  if [ "${1:-}" = "--seconds" ]; then
+    budget+=(-max_total_time="${2:?--seconds needs a count}")
+    shift 2
+  fi
 else
   budget=(-max_total_time="${1:?usage: $0 SECONDS|--runs N [TARGET...]}")
   shift
