@@ -20,7 +20,8 @@
 # (include/ and lib/), or else from the system (/usr).
 #
 # Environment: PYTHON (python3), CXX (g++), REMAT_GPU_DEPS, REMAT_GPU_BUILD_DIR
-# (default: a fresh temporary folder), REMAT_GPU_JOBS (nproc).
+# (default: a fresh temporary folder; objects there that are up to date are
+# reused), REMAT_GPU_JOBS (nproc).
 
 PYTHON=${PYTHON:-python3}
 CXX=${CXX:-g++}
@@ -148,17 +149,36 @@ gpu_sources() {
   done
 }
 
+# An object in $BUILD_DIR is reused when it was compiled with the same
+# command and is newer than its source and every header it included (the
+# compiler's -MMD list), so the two scripts can share one folder
+# (REMAT_GPU_BUILD_DIR) and the second compiles only what the first did not.
+_up_to_date() {
+  local obj=$1 command=$2 dep
+  [ -e "$obj.ok" ] && [ "$(cat "$obj.ok")" = "$command" ] || return 1
+  for dep in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$obj.d"); do
+    [ "$dep" -nt "$obj" ] && return 1
+  done
+  return 0
+}
+
 gpu_compile() {
-  local srcs src obj status=0
+  local srcs src obj command status=0 reused=0
   mapfile -t srcs < <(gpu_sources "$@")
+  command="$CXX ${CXXFLAGS[*]}"
   echo "$NAME: compiling ${#srcs[@]} files in $BUILD_DIR ($JOBS at a time)"
   for src in "${srcs[@]}"; do
     obj=$(_obj "$src")
+    if _up_to_date "$obj" "$command"; then
+      reused=$((reused + 1))
+      continue
+    fi
     rm -f "$obj.ok"
     while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
-    ( "$CXX" "${CXXFLAGS[@]}" -c "$src" -o "$obj" && touch "$obj.ok" ) \
-      >"$obj.log" 2>&1 &
+    ( "$CXX" "${CXXFLAGS[@]}" -MD -MF "$obj.d" -c "$src" -o "$obj" &&
+        echo "$command" >"$obj.ok" ) >"$obj.log" 2>&1 &
   done
+  [ "$reused" = 0 ] || echo "$NAME: $reused of them up to date already"
   wait || true
   for src in "${srcs[@]}"; do
     obj=$(_obj "$src")

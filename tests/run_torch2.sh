@@ -37,13 +37,16 @@ check core_light_cuda tests/core_light.sh --config=cuda
 # The README's Python install and example commands, as written.
 check python_example tests/python_example.sh
 
+# One build folder for both, so the second compiles only its own files.
 deps=$(mktemp -d)
 trap 'rm -rf "$deps" "$_log"' EXIT
 tests/gpu_deps.sh "$deps/gpu-deps"
 check --skip-ok gpu_check_rehearsal env PYTHON="$venv/bin/python" \
-  REMAT_GPU_DEPS="$deps/gpu-deps" tests/gpu_check.sh
+  REMAT_GPU_DEPS="$deps/gpu-deps" REMAT_GPU_BUILD_DIR="$deps/build" \
+  tests/gpu_check.sh
 check --skip-ok gpu_e2e_rehearsal env PYTHON="$venv/bin/python" \
-  REMAT_GPU_DEPS="$deps/gpu-deps" bench/gpu_e2e.sh
+  REMAT_GPU_DEPS="$deps/gpu-deps" REMAT_GPU_BUILD_DIR="$deps/build" \
+  bench/gpu_e2e.sh
 
 counts
 [ "$failed" -eq 0 ]
