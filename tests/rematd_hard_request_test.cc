@@ -1,7 +1,6 @@
 // A hard request never holds the planner: sixteen trainers ask the real
-// rematd at once for a plan that takes an unlimited exact search hundreds
-// of milliseconds (planner/hard_chain_for_test.h), each with a 100 ms
-// deadline. The daemon's solve deadline (core.solve_deadline_ms, 40 ms)
+// rematd at once for a plan that an unlimited exact search takes seconds
+// to find (planner/hard_chain_for_test.h), each with a 100 ms deadline. The daemon's solve deadline (core.solve_deadline_ms, 40 ms)
 // bounds the one shared solve; every caller gets a plan or
 // DEADLINE_EXCEEDED within its deadline, and cache hits for another model,
 // answered meanwhile, keep their usual latency.
