@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 
 namespace remat {
 namespace internal {
@@ -30,30 +31,39 @@ static LinearFit FitUnconstrained(const Eigen::MatrixXd& x,
                                   const Eigen::VectorXd& w,
                                   const std::vector<int>& columns);
 
-LinearFit FitColumns(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
-                     const Eigen::VectorXd& w, const std::vector<int>& columns,
-                     bool non_negative) {
-  if (!non_negative) return FitUnconstrained(x, y, w, columns);
-  // Drop the most negative term until none is left: a backward-elimination
-  // form of non-negative least squares. The leave-one-out residuals are
-  // those of the final term set.
+// Drops the most negative term until none is left: a backward-elimination
+// form of non-negative least squares. `fit` fits a column set without the
+// constraint; the leave-one-out residuals are those of the final term set.
+template <typename Fit>
+static auto DropNegative(const Eigen::MatrixXd& x, const Eigen::VectorXd& w,
+                         const std::vector<int>& columns, const Fit& fit)
+    -> decltype(fit(columns)) {
   std::vector<int> terms = columns;
   while (true) {
-    LinearFit fit = FitUnconstrained(x, y, w, terms);
+    auto&& f = fit(terms);
     int worst = -1;
     double most_negative = 0;
     for (size_t j = 0; j < terms.size(); ++j) {
       // Compare in the scaled units the solver worked in.
-      const double c = fit.coefficients(static_cast<Eigen::Index>(j)) *
+      const double c = f.coefficients(static_cast<Eigen::Index>(j)) *
                        w.cwiseProduct(x.col(terms[j])).norm();
       if (c < most_negative) {
         most_negative = c;
         worst = static_cast<int>(j);
       }
     }
-    if (worst < 0) return fit;
+    if (worst < 0) return f;
     terms.erase(terms.begin() + worst);
   }
+}
+
+LinearFit FitColumns(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
+                     const Eigen::VectorXd& w, const std::vector<int>& columns,
+                     bool non_negative) {
+  auto fit = [&](const std::vector<int>& c) {
+    return FitUnconstrained(x, y, w, c);
+  };
+  return non_negative ? DropNegative(x, w, columns, fit) : fit(columns);
 }
 
 static LinearFit FitUnconstrained(const Eigen::MatrixXd& x,
@@ -125,12 +135,37 @@ std::vector<int> SelectTerms(const Eigen::MatrixXd& x,
   // The criterion: summed absolute weighted leave-one-out errors. Absolute
   // rather than squared (PRESS) so that one isolated row (the only tiny
   // batch) cannot decide the terms for every other row.
+  //
+  // The non-negative fit of one set passes through fits of smaller sets,
+  // which other candidate sets reach too: each quantity's unconstrained
+  // fits are kept by column list (what the criterion needs of them), so
+  // each is computed once per selection.
+  struct Scored {
+    Eigen::VectorXd coefficients;
+    double press;
+    double abs_loo;  // summed absolute weighted leave-one-out error
+  };
+  std::vector<std::map<std::vector<int>, Scored>> fits(ys.size());
   auto loo_error = [&](const std::vector<int>& terms) {
     double sum = 0;
     for (size_t k = 0; k < ys.size(); ++k) {
-      const LinearFit fit = FitColumns(x, ys[k], ws[k], terms, non_negative);
-      if (!std::isfinite(fit.press)) return fit.press;  // cannot be assessed
-      sum += fit.loo_residuals.cwiseProduct(ws[k]).cwiseAbs().sum();
+      auto fit = [&](const std::vector<int>& c) -> const Scored& {
+        auto it = fits[k].find(c);
+        if (it == fits[k].end()) {
+          const LinearFit f = FitUnconstrained(x, ys[k], ws[k], c);
+          it = fits[k]
+                   .emplace(c, Scored{f.coefficients, f.press,
+                                      f.loo_residuals.cwiseProduct(ws[k])
+                                          .cwiseAbs()
+                                          .sum()})
+                   .first;
+        }
+        return it->second;
+      };
+      const Scored& f =
+          non_negative ? DropNegative(x, ws[k], terms, fit) : fit(terms);
+      if (!std::isfinite(f.press)) return f.press;  // cannot be assessed
+      sum += f.abs_loo;
     }
     return sum;
   };
