@@ -151,7 +151,7 @@ gpu_sources() {
 
 # An object in $BUILD_DIR is reused when it was compiled with the same
 # command and is newer than its source and every header it included (the
-# compiler's -MMD list), so the two scripts can share one folder
+# compiler's -MD list), so the two scripts can share one folder
 # (REMAT_GPU_BUILD_DIR) and the second compiles only what the first did not.
 _up_to_date() {
   local obj=$1 command=$2 dep
