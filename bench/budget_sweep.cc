@@ -288,6 +288,7 @@ void SweepModel(const std::string& model,
 
 int main(int argc, char** argv) {
   using namespace remat;
+  SleepIdleThreads(argv);
   std::vector<std::string> models = DemoModelNames();
   std::vector<std::string> strategies = StrategyNames();
   int warmup = 20, steps = 48, rounds = 3;

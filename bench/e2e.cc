@@ -63,6 +63,7 @@ struct Strategy {
 
 int main(int argc, char** argv) {
   using namespace remat;
+  SleepIdleThreads(argv);
   TrainerOptions options;
   int steps = 120;
   int rounds = 3;

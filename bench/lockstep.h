@@ -21,6 +21,17 @@
 
 namespace remat {
 
+// Runs this program again, once, with the BLAS and OpenMP threads of it
+// and of every process it forks told to sleep when idle
+// (OPENBLAS_THREAD_TIMEOUT=4, OMP_WAIT_POLICY=PASSIVE; a value the caller
+// set is kept). Debian's OpenBLAS, the pthread build, keeps its workers
+// spinning for about 2^28 cycles after each call, so in lockstep the
+// process that has just run a step goes on taking CPU from the next
+// strategy's step. Call first in main; both are read when the libraries
+// load, hence the new exec. Returns (and the benchmark runs as it is)
+// when the exec fails.
+void SleepIdleThreads(char** argv);
+
 // A child process that answers requests: the parent writes one line, the
 // child answers with one line. `make` runs in the child, once, and returns
 // the function that answers a request.
