@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <exception>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -75,6 +77,85 @@ absl::Status DeadlinePassed(const std::string& what) {
       "; the plan was not solved for it (ask again, or allow more time)"));
 }
 
+// A batch of samples judged and logged, waiting for a refit.
+struct StagedBatch {
+  uint64_t ticket = 0;
+  std::vector<Sample> samples;
+  SampleVerdict verdict;
+};
+
+bool FitsEverySample(const SampleVerdict& v) {
+  return !v.release_quarantine &&
+         std::none_of(v.quarantined.begin(), v.quarantined.end(),
+                      [](bool q) { return q; });
+}
+
+// A sample's measured step peak ran the safe plan (that is how samples are
+// collected): it calibrates the memory model like an outcome does, so the
+// first real plan already accounts for what the model misses.
+absl::Status CalibrateFromSamples(Estimator& estimator,
+                                  const StagedBatch& batch) {
+  const std::vector<Action> safe = SafeActions(estimator.model());
+  for (size_t i = 0; i < batch.samples.size(); ++i) {
+    const Sample& sample = batch.samples[i];
+    if (!batch.verdict.quarantined.empty() && batch.verdict.quarantined[i]) {
+      continue;
+    }
+    if (!sample.peak_bytes || *sample.peak_bytes == 0) continue;
+    if (auto s = estimator.ReportPeak(sample.features, safe, *sample.peak_bytes);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Applies `batches` (in log order) to `estimator` as replaying their log
+// records does (rematd's replay): consecutive batches that fit every
+// sample as one AddSamples (one refit), the others alone; then each
+// batch's peaks feed calibration. One status per batch; a group that fails
+// is applied again one batch at a time, so a batch's error is its own.
+std::vector<absl::Status> FitBatches(Estimator& estimator,
+                                     const std::vector<StagedBatch>& batches) {
+  std::vector<absl::Status> status(batches.size());
+  size_t i = 0;
+  while (i < batches.size()) {
+    size_t j = i + 1;
+    if (FitsEverySample(batches[i].verdict)) {
+      while (j < batches.size() && FitsEverySample(batches[j].verdict)) ++j;
+    }
+    if (j - i > 1) {
+      std::vector<Sample> merged;
+      for (size_t k = i; k < j; ++k) {
+        merged.insert(merged.end(), batches[k].samples.begin(),
+                      batches[k].samples.end());
+      }
+      if (estimator.AddSamples(merged, SampleVerdict()).ok()) {
+        for (size_t k = i; k < j; ++k) {
+          status[k] = CalibrateFromSamples(estimator, batches[k]);
+        }
+        i = j;
+        continue;
+      }
+    }
+    for (size_t k = i; k < j; ++k) {
+      status[k] = estimator.AddSamples(batches[k].samples, batches[k].verdict);
+      if (status[k].ok()) {
+        status[k] = CalibrateFromSamples(estimator, batches[k]);
+      }
+    }
+    i = j;
+  }
+  return status;
+}
+
+// A step's measured peak, as ReportOutcome feeds it to calibration.
+struct ReportedPeak {
+  Features features;
+  std::vector<Action> actions;
+  int64_t measured_peak_bytes = 0;
+};
+
 // The safe plan a COLLECT answer carries.
 std::shared_ptr<const Plan> CollectPlan(const ModelSpec& spec,
                                         const std::string& reason) {
@@ -95,6 +176,13 @@ struct PlannerCore::Impl {
   // outside it, from a problem built under it; `generation` counts the
   // changes that invalidate its plans, so a plan solved from an older
   // estimate is never cached.
+  //
+  // Refits are group commits: AddSamples judges and logs its batch under
+  // `mu` and stages it; one call at a time (`fitting`) then refits a copy
+  // of the estimator outside `mu` with every batch staged by then, and
+  // swaps it in. So N trainers reporting at once cost about one refit
+  // rather than N one after another, and plans keep being predicted (from
+  // the last fit) while a refit runs.
   struct Model {
     std::shared_ptr<const ModelSpec> spec;  // never null; never changes
     std::vector<double> granularity;  // per feature
@@ -103,6 +191,18 @@ struct PlannerCore::Impl {
     uint64_t generation = 0;  // under mu
     uint64_t outcomes = 0;
     uint64_t out_of_memory = 0;
+    // Group commit, all under mu. Tickets count staged batches; every
+    // batch up to fitted_ticket is in `estimator`.
+    std::vector<StagedBatch> staged;
+    size_t staged_samples = 0;
+    uint64_t last_ticket = 0;
+    uint64_t fitted_ticket = 0;
+    bool fitting = false;
+    std::map<uint64_t, absl::Status> failed;  // until its caller reads it
+    // Peaks reported while a refit runs: they calibrated `estimator` and
+    // calibrate its replacement too before the swap.
+    std::vector<ReportedPeak> peaks_while_fitting;
+    std::condition_variable fitted;
   };
 
   // One solve that identical concurrent misses wait for.
@@ -360,6 +460,50 @@ struct PlannerCore::Impl {
     return result;
   }
 
+  // Fits every batch staged on `m` so far (call with `lock` holding m.mu,
+  // m.fitting false and a batch staged): copies the estimator, refits the
+  // copy outside the lock, swaps it in, and wakes the waiting callers (one
+  // of those whose batch was staged meanwhile fits the next round).
+  void FitRound(Model& m, std::unique_lock<std::mutex>& lock) {
+    m.fitting = true;
+    std::vector<StagedBatch> batches = std::move(m.staged);
+    m.staged.clear();
+    std::unique_ptr<Estimator> next;
+    std::vector<absl::Status> status;
+    try {
+      next = m.estimator->Clone();
+      lock.unlock();
+      status = FitBatches(*next, batches);
+      lock.lock();
+    } catch (const std::exception& e) {
+      // Out of memory, say: the batches fail, the last fit stays, and the
+      // callers waiting for them are still woken.
+      if (!lock.owns_lock()) lock.lock();
+      next.reset();
+      status.assign(batches.size(),
+                    absl::InternalError(absl::StrCat(
+                        "refitting the model failed: ", e.what())));
+    }
+    if (next != nullptr) {
+      for (const ReportedPeak& p : m.peaks_while_fitting) {
+        // Validated when reported; a failure leaves calibration as it was,
+        // as on the estimator this one replaces.
+        next->ReportPeak(p.features, p.actions, p.measured_peak_bytes)
+            .IgnoreError();
+      }
+      m.estimator = std::move(next);
+    }
+    m.peaks_while_fitting.clear();
+    for (size_t k = 0; k < batches.size(); ++k) {
+      m.staged_samples -= batches[k].samples.size();
+      if (!status[k].ok()) m.failed.emplace(batches[k].ticket, status[k]);
+    }
+    m.fitted_ticket = batches.back().ticket;
+    Invalidate(m);
+    m.fitting = false;
+    m.fitted.notify_all();
+  }
+
   // Drops the model's cached plans after a change to its estimate (call
   // under m.mu): solves in flight from before it will not be cached.
   void Invalidate(Model& m) {
@@ -427,17 +571,19 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
   auto m = impl_->Find(model);
   if (!m.ok()) return m.status();
   Impl::Model& found = **m;
-  std::lock_guard lock(found.mu);
+  std::unique_lock lock(found.mu);
   const size_t limit = impl_->options.max_samples_per_model;
-  const size_t held =
-      found.estimator->num_samples() + found.estimator->num_quarantined();
+  const size_t held = found.estimator->num_samples() +
+                      found.estimator->num_quarantined() +
+                      found.staged_samples;
   if (held + samples.size() > limit) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "samples: model \"", model, "\" would exceed ", limit,
         " samples; it already has plenty to fit on"));
   }
   // Judge validates every sample; past it, nothing can fail on this batch
-  // (a valid sample's peak is a valid report).
+  // (a valid sample's peak is a valid report). It judges against the last
+  // fit: batches staged before this one and not yet fitted do not count.
   absl::StatusOr<SampleVerdict> verdict;
   if (options.verdict != nullptr) {
     verdict = *options.verdict;
@@ -448,29 +594,25 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
   if (options.commit) {
     if (auto s = options.commit(*verdict); !s.ok()) return s;
   }
-  if (auto s = found.estimator->AddSamples(samples, *verdict); !s.ok()) {
+  const uint64_t ticket = ++found.last_ticket;
+  found.staged.push_back({ticket, samples, *verdict});
+  found.staged_samples += samples.size();
+  while (found.fitted_ticket < ticket) {
+    if (found.fitting) {
+      found.fitted.wait(lock);
+    } else {
+      impl_->FitRound(found, lock);
+    }
+  }
+  if (auto it = found.failed.find(ticket); it != found.failed.end()) {
+    absl::Status s = std::move(it->second);
+    found.failed.erase(it);
     return s;
   }
-  // A sample's measured step peak ran the safe plan (that is how samples
-  // are collected): it calibrates the memory model like an outcome does,
-  // so the first real plan already accounts for what the model misses.
-  const std::vector<Action> safe = SafeActions(*found.spec);
-  size_t quarantined = 0;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    const Sample& sample = samples[i];
-    if (!verdict->quarantined.empty() && verdict->quarantined[i]) {
-      ++quarantined;
-      continue;
-    }
-    if (!sample.peak_bytes || *sample.peak_bytes == 0) continue;
-    if (auto s = found.estimator->ReportPeak(sample.features, safe,
-                                             *sample.peak_bytes);
-        !s.ok()) {
-      return s;
-    }
+  if (options.quarantined != nullptr) {
+    *options.quarantined = static_cast<size_t>(std::count(
+        verdict->quarantined.begin(), verdict->quarantined.end(), true));
   }
-  if (options.quarantined != nullptr) *options.quarantined = quarantined;
-  impl_->Invalidate(found);
   return absl::OkStatus();
 }
 
@@ -551,7 +693,12 @@ absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
   }
   ++m.outcomes;
   if (outcome.out_of_memory) ++m.out_of_memory;
-  if (m.estimator->num_samples() == 0 || outcome.measured_peak_bytes == 0) {
+  if (outcome.measured_peak_bytes == 0) return absl::OkStatus();
+  if (m.fitting) {
+    m.peaks_while_fitting.push_back(
+        {outcome.features, outcome.actions, outcome.measured_peak_bytes});
+  }
+  if (m.estimator->num_samples() == 0) {
     return absl::OkStatus();  // nothing to calibrate against yet
   }
   auto before = m.estimator->Predict(outcome.features);

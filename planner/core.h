@@ -146,10 +146,16 @@ class PlannerCore {
   // ("samples[i]...."); RESOURCE_EXHAUSTED past max_samples_per_model. All
   // or nothing: the whole request is checked, and judged by the estimator
   // (Estimator::Judge: which samples it holds as outliers), before anything
-  // changes. Then refits and invalidates the model's cached plans. A
-  // sample's peak_bytes is taken as measured under the safe plan (every
-  // checkpointable block recomputed) and feeds calibration, unless the
-  // sample is held as an outlier.
+  // changes. Then refits and invalidates the model's cached plans; returns
+  // once the batch is fitted. A sample's peak_bytes is taken as measured
+  // under the safe plan (every checkpointable block recomputed) and feeds
+  // calibration, unless the sample is held as an outlier.
+  // Batches of one model reported at once share a refit (a group commit:
+  // each is judged and logged in turn, then one refit takes every batch
+  // logged by then), which runs outside the model's lock: meanwhile plans
+  // are predicted from the last fit and outcomes are taken. A batch is
+  // judged against the last fit, not against batches logged before it
+  // whose refit is still to come.
   absl::Status AddSamples(const std::string& model,
                           const std::vector<Sample>& samples,
                           const AddSamplesOptions& options = {});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -429,6 +430,76 @@ TEST_CASE("concurrent planning and sampling stay consistent") {
   for (auto& th : threads) th.join();
   CHECK(errors == 0);
   CHECK(core.cache_stats().hits > 0);
+}
+
+TEST_CASE("reports sent at once are all fitted, as one batch would be") {
+  const ModelSpec spec = Spec();
+  PlannerCore together, one_batch;
+  for (PlannerCore* core : {&together, &one_batch}) {
+    REQUIRE(core->RegisterModel(spec).ok());
+    REQUIRE(core->AddSamples("enc", Grid(spec)).ok());
+  }
+  std::vector<Sample> all;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < 8; ++t) {
+    const std::vector<Sample> batch = {Law(spec, 3, 100 + 40 * t),
+                                       Law(spec, 6, 90 + 40 * t)};
+    all.insert(all.end(), batch.begin(), batch.end());
+    threads.emplace_back([&, batch] {
+      if (!together.AddSamples("enc", batch).ok()) ++errors;
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(errors == 0);
+  REQUIRE(one_batch.AddSamples("enc", all).ok());
+  CHECK(together.GetModelState("enc")->num_samples == 16 + all.size());
+  for (double seq : {250.0, 333.0, 500.0}) {
+    const int64_t budget = KeepAllPeak(spec, 4, seq) * 8 / 10;
+    auto a = together.GetPlan({"enc", {4, seq}, budget});
+    auto b = one_batch.GetPlan({"enc", {4, seq}, budget});
+    INFO(a.status().ToString());
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(a->plan->recompute_ns > 0);
+    CHECK(a->plan->actions == b->plan->actions);
+    CHECK(a->plan->predicted_peak_bytes == b->plan->predicted_peak_bytes);
+  }
+}
+
+TEST_CASE("a model plans from its last fit while a refit runs") {
+  // Refitting 200 blocks takes about a second, predicting for them a
+  // millisecond.
+  const ModelSpec spec = Spec(200);
+  PlannerCore core;
+  REQUIRE(core.RegisterModel(spec).ok());
+  std::vector<Sample> grid;
+  for (double b : {1, 2, 3, 4, 6, 8}) {
+    for (double s : {64, 96, 128, 192, 256, 384, 512}) {
+      grid.push_back(Law(spec, b, s));
+    }
+  }
+  REQUIRE(core.AddSamples("enc", grid).ok());
+  std::promise<void> logged;
+  AddSamplesOptions options;
+  options.commit = [&](const SampleVerdict&) {
+    logged.set_value();
+    return absl::OkStatus();
+  };
+  std::thread report([&] {
+    CHECK(core.AddSamples("enc", {Law(spec, 5, 300)}, options).ok());
+  });
+  logged.get_future().wait();
+  // A miss, predicted and solved, then the state: both from the last fit,
+  // while the refit runs (a lock held through the refit makes them wait
+  // for it, and the state would count the new sample).
+  auto plan = core.GetPlan({"enc", {4, 300}, int64_t{1} << 40});
+  auto state = core.GetModelState("enc");
+  report.join();
+  REQUIRE(plan.ok());
+  REQUIRE(state.ok());
+  CHECK(state->num_samples == grid.size());
+  CHECK(core.GetModelState("enc")->num_samples == grid.size() + 1);
 }
 
 }  // namespace

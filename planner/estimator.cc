@@ -196,6 +196,10 @@ class FittedEstimator final : public Estimator {
     Refit();
   }
 
+  std::unique_ptr<Estimator> Clone() const override {
+    return std::make_unique<FittedEstimator>(*this);
+  }
+
   std::string name() const override { return KindName(kind_); }
   const ModelSpec& model() const override { return model_; }
   size_t num_samples() const override { return samples_.size(); }

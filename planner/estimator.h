@@ -111,6 +111,10 @@ class Estimator {
  public:
   virtual ~Estimator() = default;
 
+  // An independent copy (samples, fit and calibration): PlannerCore refits
+  // a copy outside its lock and swaps it in. Costs a copy of the samples.
+  virtual std::unique_ptr<Estimator> Clone() const = 0;
+
   // "remat" or "mimose".
   virtual std::string name() const = 0;
   virtual const ModelSpec& model() const = 0;
