@@ -14,7 +14,8 @@
 // with two features, seeds it with 114 samples, then for each level of
 // --clients: --rounds rounds in which that many clients, each on its own
 // channel, send one sample each at the same moment, while one more client
-// asks for plans the cache cannot have (a new budget each time). One JSON
+// asks for plans the cache cannot have (a new budget each time, every
+// 10 ms). One JSON
 // line per level:
 //   {"bench":"report_load","blocks":200,"clients":8,"worker_threads":4,
 //    "rounds":3,"report_ms":{"p50":..,"max":..},
@@ -191,6 +192,9 @@ int Main(int argc, char** argv) {
           const Clock::time_point asked = Clock::now();
           if (!prober->GetPlan(&context, r, &resp).ok()) ++errors;
           plan_ms.push_back(MsSince(asked));
+          // A trainer asks once a step, not in a spin: the prober must not
+          // take the CPU the refit needs.
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
         for (auto& t : threads) t.join();
         report_ms.insert(report_ms.end(), ms.begin(), ms.end());
