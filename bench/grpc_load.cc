@@ -57,6 +57,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/bench_model.h"
 #include "client/remote_planner.h"
 #include "planner/service/config.h"
 #include "planner/service/daemon.h"
@@ -70,38 +71,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kLayers = 24;
 constexpr int64_t kGiB = int64_t{1} << 30;
-
-v1::ModelSpec BenchModel() {
-  v1::ModelSpec m;
-  m.set_name("bench");
-  m.add_feature_names("batch");
-  m.add_feature_names("seq");
-  auto add = [&m](const std::string& name, bool checkpointable) {
-    v1::Block* b = m.add_blocks();
-    b->set_name(name);
-    b->set_checkpointable(checkpointable);
-  };
-  add("embed", false);
-  for (int i = 0; i < kLayers; ++i) add(absl::StrCat("layer", i), true);
-  add("head", true);
-  return m;
-}
-
-v1::Sample BenchSample(int blocks, double batch, double seq) {
-  v1::Sample s;
-  (*s.mutable_features())["batch"] = batch;
-  (*s.mutable_features())["seq"] = seq;
-  const double tokens = batch * seq;
-  for (int i = 0; i < blocks; ++i) {
-    v1::BlockMeasurement* b = s.add_blocks();
-    b->set_act_bytes(static_cast<int64_t>(8192 * (1 + i % 3) * tokens +
-                                          96 * batch * seq * 16 + 4096));
-    b->set_input_bytes(static_cast<int64_t>(2048 * tokens));
-    b->set_forward_ns(static_cast<int64_t>(150 * (1 + i % 2) * tokens + 8000));
-  }
-  s.set_base_bytes(2 * kGiB);
-  return s;
-}
 
 v1::GetPlanRequest Request(double batch, double seq, int64_t budget) {
   v1::GetPlanRequest r;
@@ -372,29 +341,9 @@ int Main(int argc, char** argv) {
       absl::StrCat("127.0.0.1:", daemon.grpc_port());
   auto stub = v1::Planner::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  {
-    grpc::ClientContext c;
-    v1::RegisterModelRequest r;
-    *r.mutable_model() = BenchModel();
-    v1::RegisterModelResponse resp;
-    if (!stub->RegisterModel(&c, r, &resp).ok()) return 1;
-  }
-  {
-    grpc::ClientContext c;
-    v1::ReportSamplesRequest r;
-    r.set_model("bench");
-    for (double batch : {1, 2, 3, 4, 6, 8}) {
-      for (double seq = 64; seq <= 640; seq += 32) {
-        *r.add_samples() = BenchSample(kLayers + 2, batch, seq);
-      }
-    }
-    v1::ReportSamplesResponse resp;
-    grpc::Status s = stub->ReportSamples(&c, r, &resp);
-    if (!s.ok()) {
-      std::fprintf(stderr, "grpc_load: seeding failed: %s\n",
-                   s.error_message().c_str());
-      return 1;
-    }
+  if (absl::Status s = RegisterAndSeed(*stub, kLayers + 2); !s.ok()) {
+    std::fprintf(stderr, "grpc_load: %s\n", std::string(s.message()).c_str());
+    return 1;
   }
   // Warm the cache keys the "hit" mix cycles through.
   for (int k = 0; k < 32; ++k) {

@@ -10,13 +10,12 @@
 //
 // Runs the real daemon (planner/service/daemon.h) in this process on a free
 // loopback port with its log in a temporary directory (every report is
-// synced to disk, as in production), registers a model of --blocks blocks
-// with two features, seeds it with 114 samples, then for each level of
+// synced to disk, as in production), registers bench_model.h's model with
+// --blocks blocks and seeds it with 114 samples, then for each level of
 // --clients: --rounds rounds in which that many clients, each on its own
 // channel, send one sample each at the same moment, while one more client
 // asks for plans the cache cannot have (a new budget each time, every
-// 10 ms). One JSON
-// line per level:
+// 10 ms). One JSON line per level:
 //   {"bench":"report_load","blocks":200,"clients":8,"worker_threads":4,
 //    "rounds":3,"report_ms":{"p50":..,"max":..},
 //    "get_plan_miss_ms":{"p50":..,"max":..,"calls":..},"errors":0}
@@ -41,6 +40,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/bench_model.h"
 #include "planner/service/config.h"
 #include "planner/service/daemon.h"
 #include "planner/service/logging.h"
@@ -50,36 +50,6 @@ namespace remat {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-v1::ModelSpec BenchModel(int blocks) {
-  v1::ModelSpec m;
-  m.set_name("bench");
-  m.add_feature_names("batch");
-  m.add_feature_names("seq");
-  for (int i = 0; i < blocks; ++i) {
-    v1::Block* b = m.add_blocks();
-    b->set_name(absl::StrCat("layer", i));
-    b->set_checkpointable(i > 0);
-  }
-  return m;
-}
-
-// Attention-like (b*s^2) and MLP-like (b*s) terms, alternating per block.
-v1::Sample BenchSample(int blocks, double batch, double seq) {
-  v1::Sample s;
-  (*s.mutable_features())["batch"] = batch;
-  (*s.mutable_features())["seq"] = seq;
-  const double tokens = batch * seq;
-  for (int i = 0; i < blocks; ++i) {
-    v1::BlockMeasurement* b = s.add_blocks();
-    const double quadratic = i % 2 == 0 ? 16 * tokens * seq : 0;
-    b->set_act_bytes(static_cast<int64_t>(8192 * tokens + quadratic + 4096));
-    b->set_input_bytes(static_cast<int64_t>(2048 * tokens));
-    b->set_forward_ns(static_cast<int64_t>(150 * tokens + 8000));
-  }
-  s.set_base_bytes(int64_t{2} << 30);
-  return s;
-}
 
 std::unique_ptr<v1::Planner::Stub> NewStub(const std::string& address) {
   return v1::Planner::NewStub(
@@ -129,28 +99,10 @@ int Main(int argc, char** argv) {
     const std::string address =
         absl::StrCat("127.0.0.1:", daemon.grpc_port());
     auto stub = NewStub(address);
-    {
-      grpc::ClientContext c;
-      v1::RegisterModelRequest r;
-      *r.mutable_model() = BenchModel(blocks);
-      v1::RegisterModelResponse resp;
-      if (!stub->RegisterModel(&c, r, &resp).ok()) return 1;
-    }
-    {
-      grpc::ClientContext c;
-      v1::ReportSamplesRequest r;
-      r.set_model("bench");
-      for (double batch : {1, 2, 3, 4, 6, 8}) {
-        for (double seq = 64; seq <= 640; seq += 32) {
-          *r.add_samples() = BenchSample(blocks, batch, seq);
-        }
-      }
-      v1::ReportSamplesResponse resp;
-      if (grpc::Status s = stub->ReportSamples(&c, r, &resp); !s.ok()) {
-        std::fprintf(stderr, "report_load: seeding failed: %s\n",
-                     s.error_message().c_str());
-        return 1;
-      }
+    if (absl::Status s = RegisterAndSeed(*stub, blocks); !s.ok()) {
+      std::fprintf(stderr, "report_load: %s\n",
+                   std::string(s.message()).c_str());
+      return 1;
     }
     int next_seq = 65;  // every reported sample is new
     int64_t next_budget = int64_t{40} << 30;
