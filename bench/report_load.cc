@@ -39,7 +39,6 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "bench/bench_model.h"
 #include "planner/service/config.h"
 #include "planner/service/daemon.h"
