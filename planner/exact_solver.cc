@@ -66,6 +66,8 @@
 #include <numeric>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace remat {
 namespace internal {
 namespace {
@@ -678,9 +680,11 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // (recompute plus exposed time) adds up along the chain.
 //
 // A state: sigma, cost, count, whether block k-1 was offloaded, and the
-// copies still in flight (their blocks and landing times: what the future
-// moments depend on). States with the same copies in flight and the same
-// last action compare on (sigma, cost, count) alone: a Pareto front per
+// copies still in flight when the next block's forward ends (their bytes
+// and landing times: what the future moments depend on; which blocks they
+// are does not matter, so identical layers merge). States with the same
+// copies in flight and the same last action compare on (sigma, cost,
+// count) alone: a Pareto front per
 // such group, as in the recompute search, and across groups as
 // DropDominated says. Pruned as there: a state that cannot reach a later
 // need even with every block left at its larger saving; a state whose cost
@@ -876,20 +880,36 @@ class OffloadSearch {
 
  private:
   // The copies of `x` still in flight after `time`: their total bytes, and
-  // (when `key` is not null) their blocks and landing times.
+  // (when `nodes` is not null) their nodes, newest first.
   int64_t InFlight(const OffloadState& x, double time,
-                   std::vector<double>* key) const {
+                   std::vector<int32_t>* nodes) const {
     int64_t bytes = 0;
     for (int32_t node = x.off_node; node >= 0; node = arena_[node].prev_off) {
       const OffloadNode& o = arena_[node];
       if (!(o.landed > time)) break;  // first in first out: the rest landed
       bytes += blocks_[o.block].t;
-      if (key != nullptr) {
-        key->push_back(o.block);
-        key->push_back(o.landed);
-      }
+      if (nodes != nullptr) nodes->push_back(node);
     }
     return bytes;
+  }
+
+  // What the future of a state depends on besides its saving and cost:
+  // whether it offloaded the block just decided, and the copies in flight
+  // as (bytes, landing time) from the oldest (which blocks they are does
+  // not matter: identical layers offloaded at the same moments merge).
+  // Equal queues get equal ids (interned), so the key is one integer.
+  uint64_t KeyOf(const OffloadState& x, double time) {
+    flight_.clear();
+    InFlight(x, time, &flight_);
+    uint32_t queue = 0;  // the empty queue
+    for (size_t i = flight_.size(); i-- > 0;) {
+      const OffloadNode& o = arena_[flight_[i]];
+      const QueueEntry entry{queue, blocks_[o.block].t, o.landed};
+      const auto [it, inserted] = queue_ids_.try_emplace(
+          entry, static_cast<uint32_t>(queue_ids_.size() + 1));
+      queue = it->second;
+    }
+    return (static_cast<uint64_t>(queue) << 1) | (x.last_off ? 1 : 0);
   }
 
   // When the copies out of `x` are all landed (0: none queued).
@@ -971,8 +991,7 @@ class OffloadSearch {
         Offer(Finished(c, k), c.count, c.node);
         continue;
       }
-      std::vector<double> key = {c.last_off ? 1.0 : 0.0};
-      const int64_t in_flight = InFlight(c, x.now, &key);
+      const int64_t in_flight = InFlight(c, x.now, nullptr);
       if (c.sigma >= ahead_[k + 1] + in_flight + (c.last_off ? x.t : 0)) {
         Offer(Finished(c, k), c.count, c.node);  // nothing more is needed
         continue;
@@ -986,8 +1005,12 @@ class OffloadSearch {
       if (bound > best_cost_ || (bound == best_cost_ && c.count >= best_count_)) {
         continue;
       }
-      keyed_.push_back({std::move(key), c, c.sigma - in_flight,
-                        std::max(x.now, Drained(c))});
+      // Copies that land before the next block's forward ends change no
+      // later moment, landing time or wait: the state is keyed, and its
+      // saving guaranteed, from then on.
+      const double next = blocks_[k + 1].now;
+      keyed_.push_back({KeyOf(c, next), c, c.sigma - InFlight(c, next, nullptr),
+                        std::max(next, Drained(c))});
     }
     // Within a group: more saving first; keep a state only if it is
     // cheaper (cost, then count) than every one with more saving.
@@ -1016,8 +1039,9 @@ class OffloadSearch {
   }
 
   // Across groups: X dominates Y when X's saving with every copy in flight
-  // counted as never landing is at least Y's saving, X's copy engine is
-  // free no later, X did not offload block k unless Y did too, and X costs
+  // at the next block's end counted as never landing is at least Y's
+  // saving, X's copy engine is free no later, X did not offload block k
+  // unless Y did too, and X costs
   // less (cost, then count). Then every completion of Y fits for X too
   // (its moments hold no more; its later copies land no later) and costs
   // X no more (the waits depend on the actions alone, the wait at the end
@@ -1036,10 +1060,12 @@ class OffloadSearch {
     // [0]: states that kept or recomputed block k; [1]: that offloaded it.
     std::vector<Cost> least[2] = {std::vector<Cost>(nt + 1, none),
                                   std::vector<Cost>(nt + 1, none)};
-    auto rank = [&](double t) {
-      return static_cast<int>(std::lower_bound(times.begin(), times.end(), t) -
-                              times.begin()) + 1;
-    };
+    free_rank_.resize(keyed_.size());
+    for (size_t i : survivors_) {
+      free_rank_[i] = static_cast<int>(std::lower_bound(times.begin(), times.end(),
+                                                        keyed_[i].free_at) -
+                                       times.begin()) + 1;
+    }
     auto insert = [&](std::vector<Cost>& tree, int r, Cost c) {
       for (; r <= nt; r += r & -r) tree[r] = std::min(tree[r], c);
     };
@@ -1061,10 +1087,10 @@ class OffloadSearch {
       for (; next < m && keyed_[by_guaranteed[next]].guaranteed >= ky.state.sigma;
            ++next) {
         const Keyed& kx = keyed_[by_guaranteed[next]];
-        insert(least[kx.state.last_off], rank(kx.free_at),
+        insert(least[kx.state.last_off], free_rank_[by_guaranteed[next]],
                {kx.state.cost, kx.state.count});
       }
-      const int r = rank(ky.free_at);
+      const int r = free_rank_[y];
       Cost best = query(least[0], r);
       if (ky.state.last_off) best = std::min(best, query(least[1], r));
       // Strictly cheaper: a state never drops itself.
@@ -1074,9 +1100,10 @@ class OffloadSearch {
   }
 
   struct Keyed {
-    std::vector<double> key;  // last_off, then the copies in flight
+    uint64_t key;  // KeyOf
     OffloadState state;
-    int64_t guaranteed;  // sigma less the bytes of the copies in flight
+    int64_t guaranteed;  // sigma less the copies in flight at the next
+                         // block's end
     double free_at;      // when the copy engine takes the next copy
   };
 
@@ -1093,7 +1120,24 @@ class OffloadSearch {
   std::vector<OffloadNode> arena_;
   std::vector<OffloadState> children_;
   std::vector<Keyed> keyed_;
+  // Interned queues of copies in flight (KeyOf): the queue below the
+  // newest copy, and the newest copy's bytes and landing time.
+  struct QueueEntry {
+    uint32_t older;
+    int64_t bytes;
+    double landed;
+    bool operator==(const QueueEntry& o) const {
+      return older == o.older && bytes == o.bytes && landed == o.landed;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const QueueEntry& e) {
+      return H::combine(std::move(h), e.older, e.bytes, e.landed);
+    }
+  };
+  absl::flat_hash_map<QueueEntry, uint32_t> queue_ids_;
+  std::vector<int32_t> flight_;
   std::vector<size_t> survivors_;  // of keyed_, Pareto within their group
+  std::vector<int> free_rank_;     // of keyed_: rank of free_at (1-based)
   double best_cost_ = std::numeric_limits<double>::infinity();
   int64_t best_count_ = kInf;
   int32_t best_node_ = -2;  // -2: the plan to beat, not found here
