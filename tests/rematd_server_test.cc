@@ -1,6 +1,7 @@
 // rematd's server layer, against the real daemon process: plan-cache hits
-// are answered while a slow solve holds every worker, health answers per
-// service, and reflection is served only when asked for.
+// are answered while a slow solve holds every worker, plan misses while
+// reports wait for a refit, health answers per service, and reflection is
+// served only when asked for.
 #include <grpcpp/client_context.h>
 
 #include <algorithm>
@@ -155,6 +156,59 @@ TEST_CASE("cache hits are answered while a slow solve holds every worker") {
   // solves ahead of it (up to seven each), so 21 such hits would see well
   // over 21 solves finish. Answered on the I/O thread, they see few.
   REQUIRE(solves_during_hits < 21);
+}
+
+// Long enough that one refit of the model (its grid of samples and one
+// more) takes well over the 200 ms the test gives its reports to arrive.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr int kSlowRefitLayers = 60;
+#else
+constexpr int kSlowRefitLayers = 300;
+#endif
+
+TEST_CASE("a plan miss is answered while reports wait for their refit") {
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start({"", "", {"--worker-threads", "1"}}).ok());
+  RemotePlanner planner(Options(daemon.address()));
+  const ModelSpec spec = testing::TestModel("reports", kSlowRefitLayers);
+  REQUIRE(planner.RegisterModel(spec).ok());
+  auto start = Clock::now();
+  REQUIRE(planner.ReportSamples("reports", testing::TestSampleGrid(spec)).ok());
+  const double fit_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+
+  // Three trainers report a sample each at once: one refits (on the one
+  // thread reports have), the others wait for it, then for their own
+  // round. Each finishing call takes the next number.
+  std::atomic<int> finished{0};
+  std::atomic<int> report_failed{0};
+  std::vector<int> report_order(3, 0);
+  std::vector<std::thread> reporters;
+  for (int t = 0; t < 3; ++t) {
+    reporters.emplace_back([&, t] {
+      RemotePlanner other(Options(daemon.address()));
+      const absl::Status s = other.ReportSamples(
+          "reports", {testing::TestSample(spec, 3 + t, 96 + 32 * t)});
+      report_order[t] = ++finished;
+      if (!s.ok()) ++report_failed;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // A plan miss (never asked before) for the same model.
+  start = Clock::now();
+  auto plan = planner.GetPlan({"reports", {2, 128}, int64_t{1} << 50, "all"});
+  const int plan_order = ++finished;
+  const double plan_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  for (std::thread& t : reporters) t.join();
+  INFO("first fit " << fit_ms << " ms; plan miss " << plan_ms
+                    << " ms, finished " << plan_order << " of 4");
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->from_cache);
+  CHECK(report_failed == 0);
+  // Order, not time: had the reports held the one worker, the miss would
+  // have waited for at least one refit to end.
+  CHECK(plan_order == 1);
 }
 
 std::string Check(const std::string& address, const std::string& service) {

@@ -429,7 +429,8 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
                   "On SIGTERM, in-flight calls get this long (default 5)");
   app->add_flag("--reflection", f->reflection, "Serve gRPC reflection");
   app->add_option("--worker-threads", f->worker_threads,
-                  "Threads for solves and log writes (default 4)");
+                  "Threads for solves and log writes (default 4); "
+                  "sample reports get as many of their own");
   app->add_option("--wal-compact-bytes", f->wal_compact_bytes,
                   "Compact the write-ahead log past this size (default 64 "
                   "MiB; 0: never)");

@@ -227,6 +227,7 @@ absl::Status Daemon::Start() {
     }
   }
   workers_ = std::make_unique<WorkerPool>(config_.worker_threads());
+  report_workers_ = std::make_unique<WorkerPool>(config_.worker_threads());
   ServePlanner();
   health_.Serve(queue_.get());
   // One I/O thread: at 16 concurrent clients on 2 cores a second one
@@ -474,6 +475,7 @@ void Daemon::Shutdown() {
   // goes (an answer after the queue's shutdown is refused by StartOp and
   // frees its call).
   if (workers_ != nullptr) workers_->Drain();
+  if (report_workers_ != nullptr) report_workers_->Drain();
   if (queue_ != nullptr) {
     queue_->Shutdown();
     if (io_thread_.joinable()) {
@@ -483,6 +485,7 @@ void Daemon::Shutdown() {
     }
   }
   workers_.reset();
+  report_workers_.reset();
   StopHealthListener();
   if (http_ != nullptr) http_->Stop();
   if (server_ != nullptr) {
@@ -521,15 +524,19 @@ void Daemon::ServePlanner() {
   ServeUnary(&planner_async_, &P::RequestGetPlan, queue_.get(),
              std::move(get_plan));
   // The other methods run on the workers.
+  auto on_pool = [&](WorkerPool* pool, const char* name, auto request_method,
+                     auto handler) {
+    ServeOnWorkers(&planner_async_, request_method, queue_.get(), pool,
+                   service, handler, CountAs(name));
+  };
   auto on_workers = [&](const char* name, auto request_method,
                         auto handler) {
-    ServeOnWorkers(&planner_async_, request_method, queue_.get(), workers,
-                   service, handler, CountAs(name));
+    on_pool(workers, name, request_method, handler);
   };
   on_workers("RegisterModel", &P::RequestRegisterModel,
              &PlannerService::RegisterModel);
-  on_workers("ReportSamples", &P::RequestReportSamples,
-             &PlannerService::ReportSamples);
+  on_pool(report_workers_.get(), "ReportSamples", &P::RequestReportSamples,
+          &PlannerService::ReportSamples);
   on_workers("ReportOutcome", &P::RequestReportOutcome,
              &PlannerService::ReportOutcome);
   on_workers("ExplainPlan", &P::RequestExplainPlan,
