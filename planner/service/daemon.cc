@@ -523,7 +523,7 @@ void Daemon::ServePlanner() {
   get_plan.answered_without_handler = CountAs("GetPlan");
   ServeUnary(&planner_async_, &P::RequestGetPlan, queue_.get(),
              std::move(get_plan));
-  // The other methods run on the workers.
+  // The other methods run on the workers; ReportSamples on its own pool.
   auto on_pool = [&](WorkerPool* pool, const char* name, auto request_method,
                      auto handler) {
     ServeOnWorkers(&planner_async_, request_method, queue_.get(), pool,
