@@ -20,7 +20,9 @@
 // alive for the whole sweep, driven in lockstep. Each first trains
 // --warmup steps at the full budget, not measured, in which the dynamic
 // strategies collect (as a long run would have by then); then, for each
-// budget, the same --steps batches, batch k on every strategy in an order
+// budget, the same --steps batches (--steps-below-safe at budgets below
+// the peak of recomputing every block at the largest input, where every
+// planned strategy runs that plan), batch k on every strategy in an order
 // that rotates with k, split into --rounds rounds whose ratios to `none`
 // give the median and the spread. The models are sized (below) so that
 // the whole sweep of all three takes minutes on a 2-core machine; the host
@@ -54,6 +56,11 @@ TrainerOptions SweepOptions(const std::string& model) {
   o.model.width = 64;
   o.model.heads = 2;
   o.model.ffn = 256;
+  // Attention and MLP as blocks of their own, and three residual blocks a
+  // stage: the finer the blocks, the closer a plan can bring the peak to
+  // the budget (a 4-layer chain frees 12..15% of its peak per layer).
+  o.model.sublayers = true;
+  o.cnn.blocks_per_stage = 3;
   o.workload.batch = 8;
   if (model == "encoder") {
     o.workload.max_seq = 256;
@@ -86,7 +93,8 @@ std::vector<double> RoundMs(const std::vector<StepRecord>& records,
 
 void SweepModel(const std::string& model,
                 const std::vector<std::string>& strategies, int warmup,
-                int steps, int rounds, const std::string& svg_dir) {
+                int steps, int steps_below_safe, int rounds,
+                const std::string& svg_dir) {
   TrainerOptions options = SweepOptions(model);
   EmulateH200Link(&options);
   const std::vector<BatchShape> shapes =
@@ -97,8 +105,32 @@ void SweepModel(const std::string& model,
     return std::to_string(
         trainer.NoCheckpointPeakBytes(Workload::Largest(options.workload)));
   }));
+  // Below the peak of recomputing every block at the largest input, every
+  // planned strategy runs that safe plan on the largest batches and breaks
+  // the budget whatever it plans: those budgets get fewer steps, and the
+  // time goes to the budgets where strategies differ.
+  const int64_t safe_peak = std::stoll(RunIsolated([&] {
+    FixedPlanner planner("all");
+    Trainer trainer(StrategyOptions(options, "all"), &planner);
+    return std::to_string(
+        trainer.Step(Workload::Largest(options.workload), full_peak)
+            .measured_peak_bytes);
+  }));
+  std::printf("%s\n", nlohmann::json({{"bench", "budget_sweep_model"},
+                                      {"model", model},
+                                      {"no_checkpoint_peak_bytes", full_peak},
+                                      {"recompute_all_peak_bytes", safe_peak}})
+                          .dump()
+                          .c_str());
   std::vector<double> fractions;
   for (int i = 2; i <= 10; ++i) fractions.push_back(i / 10.0);
+  const auto budget_at = [&](size_t b) {
+    return static_cast<int64_t>(fractions[b] * full_peak);
+  };
+  const auto steps_at = [&](size_t b) {
+    return budget_at(b) >= safe_peak ? steps
+                                     : std::min(steps, steps_below_safe);
+  };
 
   std::vector<std::unique_ptr<StepProcess>> processes;
   std::vector<int> parent_fds;
@@ -135,8 +167,8 @@ void SweepModel(const std::string& model,
   std::vector<std::vector<Point>> points(
       fractions.size(), std::vector<Point>(strategies.size()));
   for (size_t b = 0; b < fractions.size(); ++b) {
-    const int64_t budget = static_cast<int64_t>(fractions[b] * full_peak);
-    for (int k = 0; k < steps; ++k) {
+    const int64_t budget = budget_at(b);
+    for (int k = 0; k < steps_at(b); ++k) {
       const std::vector<StepRecord> step = run(warmup + k, budget, turn++);
       for (size_t i = 0; i < step.size(); ++i) {
         points[b][i].records.push_back(step[i]);
@@ -165,13 +197,15 @@ void SweepModel(const std::string& model,
   std::vector<std::vector<double>> peak_of_budget(fractions.size());
   std::vector<std::vector<double>> recomputed(fractions.size());
   for (size_t b = 0; b < fractions.size(); ++b) {
-    const int64_t budget = static_cast<int64_t>(fractions[b] * full_peak);
-    const std::vector<double> none_ms = RoundMs(points[b][none].records, rounds);
+    const int64_t budget = budget_at(b);
+    const int point_rounds = std::min(rounds, steps_at(b));
+    const std::vector<double> none_ms =
+        RoundMs(points[b][none].records, point_rounds);
     for (size_t i = 0; i < strategies.size(); ++i) {
       const std::vector<StepRecord>& records = points[b][i].records;
-      const std::vector<double> ms = RoundMs(records, rounds);
+      const std::vector<double> ms = RoundMs(records, point_rounds);
       std::vector<double> ratios;
-      for (int r = 0; r < rounds; ++r) {
+      for (int r = 0; r < point_rounds; ++r) {
         ratios.push_back(ms[r] > 0 ? none_ms[r] / ms[r] : 0.0);
       }
       int over = 0, recompute = 0, offload = 0;
@@ -291,7 +325,7 @@ int main(int argc, char** argv) {
   SleepIdleThreads(argv);
   std::vector<std::string> models = DemoModelNames();
   std::vector<std::string> strategies = StrategyNames();
-  int warmup = 20, steps = 48, rounds = 3;
+  int warmup = 20, steps = 72, steps_below_safe = 12, rounds = 3;
   std::string svg_dir = "bench";
   CLI::App app{"Every strategy's throughput and steps over budget against "
                "the budget, per demo model, measured in lockstep."};
@@ -309,6 +343,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 10000))->capture_default_str();
   app.add_option("--steps", steps, "measured steps per budget")
       ->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--steps-below-safe", steps_below_safe,
+                 "measured steps at budgets below the peak of recomputing "
+                 "every block at the largest input")
+      ->check(CLI::Range(1, 10000))->capture_default_str();
   app.add_option("--rounds", rounds, "rounds each budget's steps form")
       ->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--svg-dir", svg_dir,
@@ -321,9 +359,9 @@ int main(int argc, char** argv) {
       strategies.insert(strategies.begin(), needed);
     }
   }
-  rounds = std::min(rounds, steps);
   for (const std::string& model : models) {
-    SweepModel(model, strategies, warmup, steps, rounds, svg_dir);
+    SweepModel(model, strategies, warmup, steps, steps_below_safe, rounds,
+               svg_dir);
   }
   return 0;
 }
