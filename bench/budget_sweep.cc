@@ -10,6 +10,9 @@
 //    "steps_over_budget":..,"max_peak_bytes":..,"max_peak_of_budget":..,
 //    "recomputed_blocks_per_step":..,"offloaded_blocks_per_step":..}
 //
+// after a "budget_sweep_model" line per model with the two peaks the
+// budgets are read against (no_checkpoint_peak_bytes, and
+// recompute_all_peak_bytes: every block recomputed, at the largest input),
 // then one "budget_sweep_check" line per model that reads the sweep as
 // remat's acceptance does (exact against every other strategy that stays
 // within budget, at each budget where `all` fits), and an SVG per model
@@ -94,7 +97,7 @@ std::vector<double> RoundMs(const std::vector<StepRecord>& records,
 void SweepModel(const std::string& model,
                 const std::vector<std::string>& strategies, int warmup,
                 int steps, int steps_below_safe, int rounds,
-                const std::string& svg_dir) {
+                const std::string& svg_dir, bool verbose) {
   TrainerOptions options = SweepOptions(model);
   EmulateH200Link(&options);
   const std::vector<BatchShape> shapes =
@@ -172,6 +175,12 @@ void SweepModel(const std::string& model,
       const std::vector<StepRecord> step = run(warmup + k, budget, turn++);
       for (size_t i = 0; i < step.size(); ++i) {
         points[b][i].records.push_back(step[i]);
+        if (verbose) {
+          nlohmann::json j = step[i];
+          j["strategy"] = strategies[i];
+          j["budget_fraction"] = fractions[b];
+          std::fprintf(stderr, "%s\n", j.dump().c_str());
+        }
       }
     }
   }
@@ -327,6 +336,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> strategies = StrategyNames();
   int warmup = 20, steps = 72, steps_below_safe = 12, rounds = 3;
   std::string svg_dir = "bench";
+  bool verbose = false;
   CLI::App app{"Every strategy's throughput and steps over budget against "
                "the budget, per demo model, measured in lockstep."};
   app.add_option("--models", models, "models to sweep")
@@ -352,6 +362,8 @@ int main(int argc, char** argv) {
   app.add_option("--svg-dir", svg_dir,
                  "where the charts go (relative to the workspace under "
                  "bazel run; empty: none)")->capture_default_str();
+  app.add_flag("-v,--verbose", verbose,
+               "print every measured step to stderr (JSON)");
   CLI11_PARSE(app, argc, argv);
   for (const char* needed : {"all", "none"}) {
     if (std::find(strategies.begin(), strategies.end(), needed) ==
@@ -361,7 +373,7 @@ int main(int argc, char** argv) {
   }
   for (const std::string& model : models) {
     SweepModel(model, strategies, warmup, steps, steps_below_safe, rounds,
-               svg_dir);
+               svg_dir, verbose);
   }
   return 0;
 }
