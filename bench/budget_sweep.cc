@@ -15,7 +15,9 @@
 // recompute_all_peak_bytes: every block recomputed, at the largest input),
 // then one "budget_sweep_check" line per model that reads the sweep as
 // remat's acceptance does (exact against every other strategy that stays
-// within budget, at each budget where `all` fits), and an SVG per model
+// within budget, at each budget where `all` fits, beside the range of
+// exact against exact_recompute where the two ran the same plans: the
+// run's noise), and an SVG per model
 // (--svg-dir/budget_sweep_<model>.svg): throughput against budget, one
 // line per strategy, points over budget crossed.
 //
@@ -267,20 +269,46 @@ void SweepModel(const std::string& model,
   // The acceptance's reading, at each budget where `all` fits: exact
   // within budget, its throughput against the best other strategy that
   // also fits, against none where none fits, and its largest peak where
-  // it recomputes.
+  // it recomputes. Beside it the run's noise floor: exact_recompute is
+  // exact without a copy engine, so where exact offloads nothing and both
+  // recompute as many blocks on every step they run the same plans, and
+  // their ratio's range over those budgets is what this run cannot tell
+  // apart from 1.
   const auto at = [&](const std::string& s) {
     return static_cast<size_t>(
         std::find(strategies.begin(), strategies.end(), s) -
         strategies.begin());
   };
-  const size_t exact = at("exact"), all = at("all");
+  const size_t exact = at("exact"), all = at("all"),
+               recompute_only = at("exact_recompute");
+  const auto same_plans = [&](size_t b) {
+    const std::vector<StepRecord>& x = points[b][exact].records;
+    const std::vector<StepRecord>& y = points[b][recompute_only].records;
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (x[k].offloaded_blocks != 0 ||
+          x[k].recomputed_blocks != y[k].recomputed_blocks) {
+        return false;
+      }
+    }
+    return true;
+  };
   if (exact < strategies.size() && all < strategies.size()) {
     int exact_over = 0;
     double worst_vs_others = 1e9, worst_vs_none = 1e9, least_peak = 1e9;
     std::string worst_other;
+    nlohmann::json same_plan_range = nullptr;
     for (size_t b = 0; b < fractions.size(); ++b) {
       if (!fits[b][all]) continue;
       exact_over += !fits[b][exact];
+      if (recompute_only < strategies.size() && same_plans(b) &&
+          median[b][recompute_only] > 0) {
+        const double r = median[b][exact] / median[b][recompute_only];
+        same_plan_range =
+            same_plan_range.is_null()
+                ? nlohmann::json{r, r}
+                : nlohmann::json{std::min(same_plan_range[0].get<double>(), r),
+                                 std::max(same_plan_range[1].get<double>(), r)};
+      }
       for (size_t i = 0; i < strategies.size(); ++i) {
         if (i == exact || !fits[b][i] || median[b][i] <= 0) continue;
         const double r = median[b][exact] / median[b][i];
@@ -305,6 +333,7 @@ void SweepModel(const std::string& model,
         {"exact_vs_best_fitting_other_min_at", worst_other},
         {"exact_vs_none_min_where_none_fits", worst_vs_none},
         {"exact_least_peak_of_budget_where_it_recomputes", least_peak},
+        {"exact_vs_exact_recompute_range_where_plans_match", same_plan_range},
     };
     std::printf("%s\n", check.dump().c_str());
     std::fflush(stdout);
