@@ -296,18 +296,15 @@ void SweepModel(const std::string& model,
     int exact_over = 0;
     double worst_vs_others = 1e9, worst_vs_none = 1e9, least_peak = 1e9;
     std::string worst_other;
-    nlohmann::json same_plan_range = nullptr;
+    double same_plan_lo = 1e9, same_plan_hi = 0;
     for (size_t b = 0; b < fractions.size(); ++b) {
       if (!fits[b][all]) continue;
       exact_over += !fits[b][exact];
       if (recompute_only < strategies.size() && same_plans(b) &&
           median[b][recompute_only] > 0) {
         const double r = median[b][exact] / median[b][recompute_only];
-        same_plan_range =
-            same_plan_range.is_null()
-                ? nlohmann::json{r, r}
-                : nlohmann::json{std::min(same_plan_range[0].get<double>(), r),
-                                 std::max(same_plan_range[1].get<double>(), r)};
+        same_plan_lo = std::min(same_plan_lo, r);
+        same_plan_hi = std::max(same_plan_hi, r);
       }
       for (size_t i = 0; i < strategies.size(); ++i) {
         if (i == exact || !fits[b][i] || median[b][i] <= 0) continue;
@@ -333,7 +330,9 @@ void SweepModel(const std::string& model,
         {"exact_vs_best_fitting_other_min_at", worst_other},
         {"exact_vs_none_min_where_none_fits", worst_vs_none},
         {"exact_least_peak_of_budget_where_it_recomputes", least_peak},
-        {"exact_vs_exact_recompute_range_where_plans_match", same_plan_range},
+        {"exact_vs_exact_recompute_range_where_plans_match",
+         same_plan_hi > 0 ? nlohmann::json{same_plan_lo, same_plan_hi}
+                          : nlohmann::json(nullptr)},
     };
     std::printf("%s\n", check.dump().c_str());
     std::fflush(stdout);
