@@ -258,11 +258,14 @@ ABSL_NAMESPACE_END
 //   and its event engine, all atomics in uninstrumented code: TSan sees a
 //   slice allocated by one thread and freed, parsed or sent (sendmsg) by
 //   another, a socket closed after another thread's sendmsg on it, unordered.
-// * libabsl_status, libabsl_cord: copies of an absl::Status (and the Cords of
-//   its payloads) share one heap representation, freed by whichever copy
-//   drops the last reference (an atomic decrement inside the library); TSan
-//   sees the delete but not the decrement that orders it after the other
-//   copies' reads (StrCat of the message, payload compares).
+// * libabsl_status, libabsl_cord, libabsl_cord_internal: copies of an
+//   absl::Status (and the Cords of its payloads) share one heap
+//   representation, freed by whichever copy drops the last reference (an
+//   atomic decrement inside the library); TSan sees the delete but not the
+//   decrement that orders it after the other copies' reads (StrCat of the
+//   message, payload compares). A Cord's tree nodes are allocated and freed
+//   in libabsl_cord_internal (a Cord built on a gRPC thread, dropped by
+//   rematd's serving queue).
 // * race:grpc::internal::CallOpSet (the one entry that is not by library):
 //   gRPC++'s header templates, compiled into remat's binaries. An operation
 //   set is filled by the thread that starts it (FillOps, e.g. a worker
@@ -278,6 +281,7 @@ extern "C" const char* __tsan_default_suppressions() {
          "called_from_lib:libupb.so\n"
          "called_from_lib:libabsl_status.so\n"
          "called_from_lib:libabsl_cord.so\n"
+         "called_from_lib:libabsl_cord_internal.so\n"
          "race:grpc::internal::CallOpSet\n";
 }
 
