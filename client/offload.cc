@@ -242,9 +242,9 @@ Offloader::~Offloader() = default;
 
 Tensors Offloader::Run(const BlockFunction& block, const Tensors& inputs,
                        const std::vector<at::Tensor>& resident,
-                       std::shared_ptr<OffloadGroup>* group) {
+                       std::shared_ptr<OffloadGroup>* group, bool inputs_stay) {
   InstallOffloadEngine();
-  Begin(With(inputs, resident));
+  Begin(inputs_stay ? With(inputs, resident) : resident);
   Tensors outputs;
   {
     ThreadScope<Offloader> scope(&t_current, this);

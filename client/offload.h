@@ -100,10 +100,12 @@ class Offloader {
   // saves to host, except the storages of the inputs and of `resident`
   // (the block's parameters and buffers: they stay on the device whatever
   // the plan). `group` receives the block's offloaded tensors (for
-  // PrefetchOnBackward).
+  // PrefetchOnBackward). With `inputs_stay` false the inputs may go too:
+  // RECOMPUTE_OFFLOAD runs a checkpointed block so, its checkpoint (the
+  // inputs it saves) sent to host, with the side inputs in `resident`.
   Tensors Run(const BlockFunction& block, const Tensors& inputs,
               const std::vector<at::Tensor>& resident,
-              std::shared_ptr<OffloadGroup>* group);
+              std::shared_ptr<OffloadGroup>* group, bool inputs_stay = true);
 
   // Run in two halves, for a runtime that installs the hooks itself
   // (Python): Begin starts a block whose `stays` (its inputs, parameters

@@ -77,7 +77,7 @@ PlanChooser::PlanChooser(Planner* planner, ModelSpec model,
 
 absl::Status PlanChooser::CheckActions(const ModelSpec& model,
                                        const std::vector<Action>& actions,
-                                       bool offload) {
+                                       bool offload, bool offload_checkpoints) {
   if (actions.size() != model.blocks.size()) {
     return absl::InvalidArgumentError(
         "plan.actions has " + std::to_string(actions.size()) +
@@ -92,7 +92,13 @@ absl::Status PlanChooser::CheckActions(const ModelSpec& model,
           " is OFFLOAD, and this runtime has no copy engine to offload with "
           "(CheckpointedSequential::set_copy_engine)");
     }
-    if (actions[i] == Action::kRecompute && !model.blocks[i].checkpointable) {
+    if (actions[i] == Action::kRecomputeOffload &&
+        !(offload && offload_checkpoints)) {
+      return absl::InvalidArgumentError(
+          field + " is RECOMPUTE_OFFLOAD, and this runtime does not send "
+                  "checkpoints to host");
+    }
+    if (Recomputes(actions[i]) && !model.blocks[i].checkpointable) {
       return absl::InvalidArgumentError(field + " recomputes block '" +
                                         model.blocks[i].name +
                                         "', which is not checkpointable");
@@ -180,6 +186,7 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
     request.budget_bytes = budget_bytes;
     request.solver = options_.solver;
     request.offload = options_.offload;
+    request.offload_checkpoints = options_.offload_checkpoints;
     result = planner_->GetPlan(request);
   }
 
@@ -200,7 +207,8 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
                              "planner returned neither a plan nor COLLECT"));
   }
   absl::Status usable =
-      CheckActions(model_, result->plan->actions, options_.offload);
+      CheckActions(model_, result->plan->actions, options_.offload,
+                   options_.offload_checkpoints);
   if (!usable.ok()) return Fallback(key, usable);
   choice.actions = result->plan->actions;
   choice.source = PlanSource::kPlanner;

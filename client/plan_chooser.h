@@ -60,6 +60,9 @@ struct PlanChooserOptions {
   // plan that offloads anyway is refused like any plan the runtime cannot
   // run.
   bool offload = false;
+  // With `offload`: the runtime can also send checkpoints to host
+  // (RECOMPUTE_OFFLOAD), and the planner is asked for plans that may.
+  bool offload_checkpoints = false;
 };
 
 struct PlanChoice {
@@ -98,12 +101,13 @@ class PlanChooser {
   // so the next batches ask again. Plans stay available as last good ones.
   void InvalidatePlans();
 
-  // OK when `actions` can run on this model: one per block, no RECOMPUTE
-  // of a non-checkpointable block, OFFLOAD only with `offload`.
-  // INVALID_ARGUMENT otherwise.
+  // OK when `actions` can run on this model: one per block, no recompute
+  // of a non-checkpointable block, OFFLOAD only with `offload`,
+  // RECOMPUTE_OFFLOAD only with both flags. INVALID_ARGUMENT otherwise.
   static absl::Status CheckActions(const ModelSpec& model,
                                    const std::vector<Action>& actions,
-                                   bool offload = false);
+                                   bool offload = false,
+                                   bool offload_checkpoints = false);
 
   std::vector<int64_t> Bucket(const Features& features) const;
   const ModelSpec& model() const { return model_; }

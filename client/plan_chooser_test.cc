@@ -253,6 +253,26 @@ TEST_CASE("plans this runtime cannot run are refused") {
     CHECK(o.source == PlanSource::kPlanner);
     CHECK(o.actions == planner.actions);
   }
+  SECTION("RECOMPUTE_OFFLOAD") {
+    planner.actions = {K, R, Action::kRecomputeOffload};
+    PlanChooserOptions with_engine;
+    with_engine.offload = true;
+    PlanChooser offloading(&planner, Model(), with_engine);
+    PlanChoice c = offloading.Choose({4, 64}, 1000);
+    CHECK(c.source == PlanSource::kSafe);
+    CHECK(std::string(c.planner_status.message()).find("RECOMPUTE_OFFLOAD") !=
+          std::string::npos);
+    // A runtime that sends checkpoints to host runs it.
+    with_engine.offload_checkpoints = true;
+    PlanChooser sending(&planner, Model(), with_engine);
+    PlanChoice o = sending.Choose({4, 64}, 1000);
+    CHECK(o.source == PlanSource::kPlanner);
+    CHECK(o.actions == planner.actions);
+    // Never on a block that cannot be recomputed.
+    planner.actions = {Action::kRecomputeOffload, R, R};
+    PlanChooser again(&planner, Model(), with_engine);
+    CHECK(again.Choose({4, 64}, 1000).source == PlanSource::kSafe);
+  }
   SECTION("recompute of a non-checkpointable block") {
     planner.actions = {R, R, R};
     PlanChoice c = chooser.Choose({4, 64}, 1000);

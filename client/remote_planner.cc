@@ -72,6 +72,7 @@ ProtoRequest PlanRequestToProto(const ModelSpec& spec,
   proto.set_budget_bytes(request.budget_bytes);
   proto.set_solver(request.solver);
   proto.set_no_offload(!request.offload);
+  proto.set_offload_checkpoints(request.offload_checkpoints);
   return proto;
 }
 

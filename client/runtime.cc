@@ -151,9 +151,14 @@ Tensors CheckpointedSequentialImpl::forward(
         x = offloader->Run(run, all, Resident(block.module), &offloaded);
         break;
       }
-      case Action::kRecompute: {
+      case Action::kRecompute:
+      case Action::kRecomputeOffload: {
         TORCH_CHECK(block.checkpointable, "block '", block.name,
                     "' is not checkpointable; the plan must KEEP it");
+        const bool ro = actions[i] == Action::kRecomputeOffload;
+        TORCH_CHECK(!ro || copy_engine_ != nullptr, "block '", block.name,
+                    "': RECOMPUTE_OFFLOAD needs a copy engine "
+                    "(set_copy_engine)");
         if (!grad) {
           x = run(all);
           break;
@@ -162,8 +167,25 @@ Tensors CheckpointedSequentialImpl::forward(
         options.preserve_rng = options_.preserve_rng();
         options.observer = observer_;
         options.block_index = static_cast<int>(i);
-        x = Checkpoint(measured(run), all, block.module.ptr()->parameters(),
-                       options);
+        auto checkpointed = [&](const Tensors& t) {
+          return Checkpoint(measured(run), t, block.module.ptr()->parameters(),
+                            options);
+        };
+        // The checkpoint goes to host only where the memory model says it
+        // frees something: after a recomputed block, whose output nothing
+        // else holds (plan.h, EffectiveAction). Side inputs stay.
+        if (!ro || i == 0 || !Recomputes(actions[i - 1])) {
+          x = checkpointed(all);
+          break;
+        }
+        if (offloader == nullptr) {
+          offloader =
+              std::make_unique<Offloader>(copy_engine_, offload_options_);
+        }
+        std::vector<at::Tensor> stays = Resident(block.module);
+        stays.insert(stays.end(), side.begin(), side.end());
+        x = offloader->Run(checkpointed, all, stays, &offloaded,
+                           /*inputs_stay=*/false);
         break;
       }
       case Action::kKeep:
@@ -226,6 +248,7 @@ PlanChooserOptions PlannedModel::ChooserOptions(
     const CheckpointedSequentialImpl& model) {
   PlanChooserOptions o = options.chooser();
   o.offload = model.copy_engine() != nullptr;
+  o.offload_checkpoints = o.offload;  // RECOMPUTE_OFFLOAD runs here too
   return o;
 }
 

@@ -46,6 +46,17 @@ namespace {
 const Action K = Action::kKeep;
 const Action R = Action::kRecompute;
 const Action O = Action::kOffload;
+const Action RO = Action::kRecomputeOffload;
+
+// The plan of `code` in base 4 over `blocks` blocks: KEEP, RECOMPUTE,
+// OFFLOAD, RECOMPUTE_OFFLOAD.
+std::vector<Action> MixOf(int code, int blocks) {
+  std::vector<Action> plan;
+  for (int i = 0; i < blocks; ++i, code /= 4) {
+    plan.push_back(static_cast<Action>(code % 4));
+  }
+  return plan;
+}
 
 // Linear -> GELU -> Dropout -> Linear, with a residual: saves several
 // tensors and draws random numbers.
@@ -273,18 +284,16 @@ TEST_CASE("offloaded steps equal the plain model bit for bit", "[offload]") {
   CheckpointedSequential model = MakeModel();
   auto engine = AttachEngine(model);
   const Result reference = RunStep(model, {K, K, K, K, K});
-  // Every mix of the three actions over the checkpointable blocks.
+  // Every mix of the four actions over the checkpointable blocks.
   int plans = 0;
-  for (int code = 0; code < 81; ++code) {
+  for (int code = 0; code < 256; ++code) {
     std::vector<Action> plan = {K};
-    for (int i = 0, c = code; i < 4; ++i, c /= 3) {
-      plan.push_back(c % 3 == 0 ? K : c % 3 == 1 ? R : O);
-    }
+    for (Action a : MixOf(code, 4)) plan.push_back(a);
     INFO("plan " << ::Catch::Detail::stringify(plan));
     RequireSame(reference, RunStep(model, plan));
     ++plans;
   }
-  CHECK(plans == 81);
+  CHECK(plans == 256);
   const kernels::CopyEngineStats s = engine->stats();
   CHECK(s.bytes_to_host > 0);
   CHECK(s.bytes_to_device > 0);
@@ -298,6 +307,7 @@ TEST_CASE("offloaded steps equal the plain model bit for bit", "[offload]") {
   SECTION("input not requiring grad") {
     const Result plain = RunStep(model, {K, K, K, K, K}, false);
     RequireSame(plain, RunStep(model, {O, O, O, O, O}, false));
+    RequireSame(plain, RunStep(model, {K, R, RO, RO, RO}, false));
     auto seq = CheckpointedSequential();
     torch::manual_seed(3);
     seq->push_back("b", MlpBlock(8, 32, 0.3));
@@ -309,6 +319,7 @@ TEST_CASE("offloaded steps equal the plain model bit for bit", "[offload]") {
     model->eval();
     const Result plain = RunStep(model, {K, K, K, K, K});
     RequireSame(plain, RunStep(model, {K, O, R, O, O}));
+    RequireSame(plain, RunStep(model, {K, R, RO, R, RO}));
     model->train();
   }
 }
@@ -322,6 +333,7 @@ TEST_CASE("offload under autocast, twice, and with grad off", "[offload]") {
   const Result reference = run({K, K, K, K, K});
   RequireSame(reference, run({K, O, O, O, O}));
   RequireSame(reference, run({K, O, R, K, O}));
+  RequireSame(reference, run({K, R, RO, RO, O}));
 
   // A second backward fails like autograd's; with retain_graph it works.
   torch::Tensor x = torch::randn({3, 8}, torch::requires_grad());
@@ -341,11 +353,21 @@ TEST_CASE("offload under autocast, twice, and with grad off", "[offload]") {
   again.backward();
   CHECK(torch::equal(model->named_parameters()["b1.up.weight"].grad(),
                      first * 2));
+  torch::Tensor checkpoints = model->forward(x, {K, R, RO, RO, O}).sum();
+  checkpoints.backward();
+  try {
+    checkpoints.backward();
+    FAIL("second backward did not throw");
+  } catch (const c10::Error& e) {
+    CHECK_THAT(e.what(),
+               Catch::Contains("backward through the graph a second time"));
+  }
   // With grad off there is nothing to save: nothing moves.
   const int64_t moved = engine->stats().bytes_to_host;
   {
     torch::NoGradGuard no_grad;
     model->forward(x, {O, O, O, O, O});
+    model->forward(x, {K, R, RO, RO, RO});
   }
   CHECK(engine->stats().bytes_to_host == moved);
 }
@@ -400,6 +422,55 @@ TEST_CASE("offloaded activations leave the device's footprint",
   // Nothing stays behind, step after step.
   CHECK(second.after_backward <= first.after_backward);
   CHECK(second.after_backward < (1 << 20));
+  CHECK(engine->stats().pool.in_use_bytes == 0);
+  CHECK(engine->stats().pending_copies == 0);
+}
+
+TEST_CASE("checkpoints sent to host leave the device's footprint",
+          "[offload]") {
+  torch::manual_seed(7);
+  auto model = CheckpointedSequential();
+  for (int i = 0; i < 6; ++i) {
+    model->push_back("b" + std::to_string(i), MlpBlock(64, 512, 0.1));
+  }
+  auto engine = kernels::NewCpuCopyEngine();
+  model->set_copy_engine(engine.get());  // default min_bytes
+  CpuMemoryTracker tracker;
+  constexpr int64_t kCheckpointBytes = 1024 * 64 * 4;  // one block's input
+  struct Footprint {
+    int64_t after_forward = 0;
+    int64_t after_backward = 0;
+    int64_t sent = 0;  // bytes copied to host
+  };
+  auto run = [&](const std::vector<Action>& plan) {
+    torch::Tensor x = torch::randn({1024, 64}, torch::requires_grad());
+    auto attached = tracker.Attach();
+    const int64_t begin = tracker.current_bytes();
+    const int64_t sent = engine->stats().bytes_to_host;
+    torch::Tensor loss = model->forward(x, plan).pow(2).mean();
+    Footprint f;
+    f.after_forward = tracker.current_bytes() - begin;
+    f.sent = engine->stats().bytes_to_host - sent;
+    loss.backward();
+    f.after_backward = tracker.current_bytes() - begin;
+    return f;
+  };
+  const std::vector<Action> all = {R, R, R, R, R, K};
+  // b1..b4 send their checkpoints (b0..b3's outputs); b0's input is the
+  // batch, and b5 keeps its own input among its saved tensors.
+  const std::vector<Action> ro = {R, RO, RO, RO, RO, K};
+  run(all);  // warm-up: gradients allocated
+  const Footprint recompute = run(all);
+  const Footprint sent = run(ro);
+  const Footprint again = run(ro);
+  INFO("recompute all " << recompute.after_forward << " / "
+                        << recompute.after_backward << ", checkpoints to host "
+                        << sent.after_forward << " / " << sent.after_backward);
+  CHECK(recompute.sent == 0);
+  CHECK(sent.sent == 4 * kCheckpointBytes);
+  CHECK(recompute.after_forward - sent.after_forward == 4 * kCheckpointBytes);
+  CHECK(again.after_forward == sent.after_forward);
+  CHECK(sent.after_backward <= recompute.after_backward);
   CHECK(engine->stats().pool.in_use_bytes == 0);
   CHECK(engine->stats().pending_copies == 0);
 }
@@ -956,12 +1027,11 @@ TEST_CASE("blocks of several tensors equal the plain model bit for bit",
   auto engine = AttachEngine(model);
   const StreamResult reference = RunStreamStep(model, {K, K, K, K, K, K});
   REQUIRE(reference.bias_grad.abs().sum().item<float>() > 0);
-  // Every mix of the three actions over fork, mix0, mix1 and merge.
-  for (int code = 0; code < 81; ++code) {
+  // Every mix of the four actions over fork, mix0, mix1 and merge (the
+  // side inputs stay on the device under RECOMPUTE_OFFLOAD).
+  for (int code = 0; code < 256; ++code) {
     std::vector<Action> plan = {K};
-    for (int i = 0, c = code; i < 4; ++i, c /= 3) {
-      plan.push_back(c % 3 == 0 ? K : c % 3 == 1 ? R : O);
-    }
+    for (Action a : MixOf(code, 4)) plan.push_back(a);
     plan.push_back(K);
     INFO("plan " << ::Catch::Detail::stringify(plan));
     const StreamResult r = RunStreamStep(model, plan);

@@ -268,7 +268,8 @@ struct PlannerCore::Impl {
     out.solver = it->second.get();
     out.key = PlanKey{r.model,
                       BucketFeatures(r.features, out.model->granularity),
-                      r.budget_bytes, out.solver_name, r.offload};
+                      r.budget_bytes, out.solver_name, r.offload,
+                      r.offload && r.offload_checkpoints};
     return out;
   }
 
@@ -317,6 +318,7 @@ struct PlannerCore::Impl {
       e.problem.h2d_bytes_per_s = options.host_link_bytes_per_s;
     }
     if (!r.offload) e.problem.d2h_bytes_per_s = e.problem.h2d_bytes_per_s = 0;
+    e.problem.offload_checkpoints = r.offload && r.offload_checkpoints;
     return e;
   }
 

@@ -66,6 +66,9 @@ struct PlanRequest {
   // False: no plan offloads (the caller has no copy engine), whatever link
   // the model measured or the options set.
   bool offload = true;
+  // True: plans may send checkpoints to host (RECOMPUTE_OFFLOAD), which
+  // the caller's runtime can run. Needs `offload` and a link.
+  bool offload_checkpoints = false;
   // When the caller stops waiting (none: it waits). A miss whose deadline
   // has passed is not solved (DEADLINE_EXCEEDED), and a solve stops by it.
   std::optional<std::chrono::steady_clock::time_point> deadline;

@@ -247,6 +247,32 @@ TEST_CASE("with a host link, a solver that can swap offloads") {
   CHECK(offloaded(1e15) > 0);   // a link that hides every copy: swap
 }
 
+TEST_CASE("a caller that sends checkpoints to host fits below recompute-all") {
+  const ModelSpec spec = Spec(8);
+  CoreOptions options;
+  options.host_link_bytes_per_s = 1e15;
+  PlannerCore core(options);
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  // The smallest peak without sending checkpoints (recompute-all's).
+  auto tiny = core.GetPlan({"enc", {4, 300}, 1 << 20});
+  REQUIRE(absl::IsResourceExhausted(tiny.status()));
+  const std::optional<int64_t> recompute_all = SmallestPeakBytes(tiny.status());
+  REQUIRE(recompute_all.has_value());
+  PlanRequest request{"enc", {4, 300}, *recompute_all - 1};
+  CHECK(absl::IsResourceExhausted(core.GetPlan(request).status()));
+  request.offload_checkpoints = true;
+  auto r = core.GetPlan(request);
+  REQUIRE(r.ok());
+  REQUIRE_FALSE(r->collect);
+  CHECK(r->plan->feasible);
+  CHECK(std::count(r->plan->actions.begin(), r->plan->actions.end(),
+                   Action::kRecomputeOffload) > 0);
+  // Without a copy engine the flag means nothing.
+  request.offload = false;
+  CHECK(absl::IsResourceExhausted(core.GetPlan(request).status()));
+}
+
 TEST_CASE("the link a model's samples measured is what its plans weigh") {
   const ModelSpec spec = Spec();
   const int64_t budget = KeepAllPeak(spec, 4, 304) * 9 / 10;

@@ -678,8 +678,16 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // max(0, H_j - backward_ns_{j+1} - [j+1 recomputed] forward_ns_{j+1}).
 // Every term is known once blocks k-1 and k are decided, so the cost
 // (recompute plus exposed time) adds up along the chain.
+// RECOMPUTE_OFFLOAD (PlanProblem::offload_checkpoints) is a recompute
+// whose checkpoint o_{k-1} is a copy like an offload's t_k: sigma gains
+// s_k + o_{k-1}, the copy queues and comes back the same way, and block
+// k's own backward holds it again (sigma before k does not count it, so
+// the moment above is unchanged). It is only chosen after a recomputed
+// block (either kind), which the state's last action says; a block whose
+// recompute saves nothing is then recomputed too when the block above
+// can send its checkpoint.
 //
-// A state: sigma, cost, count, whether block k-1 was offloaded, and the
+// A state: sigma, cost, count, block k-1's action (Last), and the
 // copies still in flight when the next block's forward ends (their bytes
 // and landing times: what the future moments depend on; which blocks they
 // are does not matter, so identical layers merge). States with the same
@@ -708,20 +716,29 @@ constexpr int64_t kMaxOffloadNodes = int64_t{1} << 20;
 struct OffloadBlock {
   int64_t below = 0;  // A_k: base plus the a_i of the blocks below
   int64_t a = 0, s = 0, t = 0, bwd = 0, c = 0;
-  double bns = 0, now = 0, out_ns = 0, back_ns = 0;
-  // The least wait for its copy back: with the block above recomputed
-  // when that one can be. Charged when the block is offloaded; the rest
-  // once the block above is decided.
-  double least_wait = 0;
-  bool can_r = false, can_o = false;
+  int64_t ro = 0;  // RECOMPUTE_OFFLOAD's copy: o_{k-1}, its checkpoint
+  double bns = 0, now = 0;
+  // Per copy kind (OFFLOAD's t, RECOMPUTE_OFFLOAD's ro): time out, time
+  // back, and the least wait for the copy back: with the block above
+  // recomputed when that one can be. Charged when the block is chosen so;
+  // the rest once the block above is decided.
+  double out_ns = 0, back_ns = 0, least_wait = 0;
+  double ro_out_ns = 0, ro_back_ns = 0, ro_least_wait = 0;
+  bool can_r = false, can_o = false, can_ro = false;
 };
+
+// The action of the block a state decided last (what the next block's
+// moments, waits and choices depend on).
+enum Last : uint8_t { kLastKeep, kLastRecompute, kLastOffload, kLastRo };
+
+bool Sends(uint8_t last) { return last == kLastOffload || last == kLastRo; }
 
 struct OffloadNode {
   int32_t block;
   Action action;
   int32_t parent;    // previous non-KEEP node
-  int32_t prev_off;  // previous OFFLOAD node
-  double landed;     // OFFLOAD: when its copy out lands
+  int32_t prev_off;  // previous node with a copy out
+  double landed;     // with a copy out: when it lands
 };
 
 struct OffloadState {
@@ -729,8 +746,8 @@ struct OffloadState {
   double cost;
   int32_t count;
   int32_t node;      // newest non-KEEP node, -1 for none
-  int32_t off_node;  // newest OFFLOAD node, -1 for none
-  bool last_off;     // the block just decided was offloaded
+  int32_t off_node;  // newest node with a copy out, -1 for none
+  uint8_t last;      // Last: the action of the block just decided
 };
 
 class OffloadSearch {
@@ -762,14 +779,32 @@ class OffloadSearch {
       x.back_ns = static_cast<double>(x.t) / problem.h2d_bytes_per_s * 1e9;
       x.can_r = b.checkpointable && x.s > 0 && k + 1 < n_;
       x.can_o = b.checkpointable && x.t > 0 && k + 1 < n_;
+      // RECOMPUTE_OFFLOAD acts after a recomputed block (plan.h); on the
+      // last block it lowers no moment.
+      if (problem.offload_checkpoints && k > 0 && k + 1 < n_ &&
+          b.checkpointable && problem.blocks[k - 1].checkpointable) {
+        x.ro = MemoryOf(problem, k - 1).output_bytes;
+        x.can_ro = x.ro > 0;
+        x.ro_out_ns = static_cast<double>(x.ro) / problem.d2h_bytes_per_s * 1e9;
+        x.ro_back_ns = static_cast<double>(x.ro) / problem.h2d_bytes_per_s * 1e9;
+      }
+    }
+    // A block whose recompute (or checkpoint sent) saves nothing is still
+    // chosen so when that lets the block above send its checkpoint.
+    for (int k = n_ - 1; k-- > 0;) {
+      OffloadBlock& x = blocks_[k];
+      const bool enables = blocks_[k + 1].can_ro;
+      x.can_ro = x.can_ro && (x.s + x.ro > 0 || enables);
+      if (enables) x.can_r = true;
     }
     for (int k = 0; k + 1 < n_; ++k) {
       OffloadBlock& x = blocks_[k];
       const OffloadBlock& up = blocks_[k + 1];
+      const double hides =
+          up.bns + (up.can_r || up.can_ro ? static_cast<double>(up.c) : 0.0);
+      x.ro_least_wait = std::max(0.0, x.ro_back_ns - hides);
       if (!x.can_o) continue;
-      x.least_wait =
-          std::max(0.0, x.back_ns - up.bns -
-                            (up.can_r ? static_cast<double>(up.c) : 0.0));
+      x.least_wait = std::max(0.0, x.back_ns - hides);
       // Recomputing frees at least as much, at once, for no more time, and
       // hides more of the block below's copy back; offloading also holds
       // its bytes in the backward above and delays later copies: such an
@@ -795,18 +830,23 @@ class OffloadSearch {
     for (int p = n_ - 1; p >= 0; --p) {
       const OffloadBlock& x = blocks_[p];
       const int64_t most = std::max<int64_t>(
-          {0, x.can_r ? x.s : 0, x.can_o ? x.t : 0});
+          {0, x.can_r ? x.s : 0, x.can_o ? x.t : 0, x.can_ro ? x.s + x.ro : 0});
       ahead_[p] = std::max(ahead_[p + 1], need_[p]);
       reach_[p] = std::max(need_[p], reach_[p + 1] - most);
     }
-    // The LP items: each block's recompute and offload, at the least each
-    // can cost, rounded down.
+    // The LP items: each block's recompute and offloads, at the least each
+    // can cost, rounded down (a recompute that saves nothing is none).
     for (int k = 0; k < n_; ++k) {
       const OffloadBlock& x = blocks_[k];
-      if (x.can_r) items_.push_back({k, x.s, x.c});
+      if (x.can_r && x.s > 0) items_.push_back({k, x.s, x.c});
       if (x.can_o) {
         items_.push_back(
             {k, x.t, static_cast<int64_t>(std::floor(x.least_wait))});
+      }
+      if (x.can_ro && x.s + x.ro > 0) {
+        items_.push_back(
+            {k, x.s + x.ro,
+             x.c + static_cast<int64_t>(std::floor(x.ro_least_wait))});
       }
     }
     const int m = static_cast<int>(items_.size());
@@ -833,7 +873,7 @@ class OffloadSearch {
     LpBound lp(by_rank_);
     for (int r = 1; r <= static_cast<int>(items_.size()); ++r) lp.Add(r, +1);
     size_t next_item = 0;  // items of blocks below the current one removed
-    std::vector<OffloadState> front = {{0, 0, 0, -1, -1, false}};
+    std::vector<OffloadState> front = {{0, 0, 0, -1, -1, kLastKeep}};
     for (int k = 0; k < n_ && !front.empty(); ++k) {
       if (st_->nodes > max_nodes_ ||
           (time_limit_.count() > 0 &&
@@ -887,14 +927,28 @@ class OffloadSearch {
     for (int32_t node = x.off_node; node >= 0; node = arena_[node].prev_off) {
       const OffloadNode& o = arena_[node];
       if (!(o.landed > time)) break;  // first in first out: the rest landed
-      bytes += blocks_[o.block].t;
+      bytes += Moved(o);
       if (nodes != nullptr) nodes->push_back(node);
     }
     return bytes;
   }
 
+  // The bytes a node's copy moves.
+  int64_t Moved(const OffloadNode& o) const {
+    return o.action == Action::kOffload ? blocks_[o.block].t
+                                        : blocks_[o.block].ro;
+  }
+
+  // What block k, decided last by `x`, holds more during the backward of
+  // block k+1: its copy back, prefetched whole.
+  int64_t Prefetched(const OffloadState& x, int k) const {
+    if (x.last == kLastOffload) return blocks_[k].t;
+    if (x.last == kLastRo) return blocks_[k].ro;
+    return 0;
+  }
+
   // What the future of a state depends on besides its saving and cost:
-  // whether it offloaded the block just decided, and the copies in flight
+  // the action of the block just decided, and the copies in flight
   // as (bytes, landing time) from the oldest (which blocks they are does
   // not matter: identical layers offloaded at the same moments merge).
   // Equal queues get equal ids (interned), so the key is one integer.
@@ -904,12 +958,12 @@ class OffloadSearch {
     uint32_t queue = 0;  // the empty queue
     for (size_t i = flight_.size(); i-- > 0;) {
       const OffloadNode& o = arena_[flight_[i]];
-      const QueueEntry entry{queue, blocks_[o.block].t, o.landed};
+      const QueueEntry entry{queue, Moved(o), o.landed};
       const auto [it, inserted] = queue_ids_.try_emplace(
           entry, static_cast<uint32_t>(queue_ids_.size() + 1));
       queue = it->second;
     }
-    return (static_cast<uint64_t>(queue) << 1) | (x.last_off ? 1 : 0);
+    return (static_cast<uint64_t>(queue) << 2) | x.last;
   }
 
   // When the copies out of `x` are all landed (0: none queued).
@@ -923,20 +977,22 @@ class OffloadSearch {
     return std::max(0.0, drained - blocks_[n_ - 1].now);
   }
 
-  // What the wait for block k's copy back costs beyond its least_wait
-  // (charged already), given block k+1's action.
-  double ExtraWait(int k, bool above_recomputed) const {
+  // What the wait for block k's copy back (of kind `last`: a copy that
+  // Sends) costs beyond its least wait (charged already), given block
+  // k+1's action.
+  double ExtraWait(int k, uint8_t last, bool above_recomputed) const {
     const OffloadBlock& x = blocks_[k];
     const OffloadBlock& up = blocks_[k + 1];
+    const bool ro = last == kLastRo;
     const double wait = std::max(
-        0.0, x.back_ns - up.bns -
+        0.0, (ro ? x.ro_back_ns : x.back_ns) - up.bns -
                  (above_recomputed ? static_cast<double>(up.c) : 0.0));
-    return wait - x.least_wait;
+    return wait - (ro ? x.ro_least_wait : x.least_wait);
   }
 
   // The cost of `x` finished with every block above k kept.
   double Finished(const OffloadState& x, int k) const {
-    return x.cost + (x.last_off ? ExtraWait(k, false) : 0.0);
+    return x.cost + (Sends(x.last) ? ExtraWait(k, x.last, false) : 0.0);
   }
 
   void Offer(double cost, int64_t count, int32_t node) {
@@ -953,15 +1009,17 @@ class OffloadSearch {
     const OffloadBlock& x = blocks_[k];
     children_.clear();
     for (const OffloadState& st : front) {
+      // (Block k's own checkpoint, if it sends it, is back in its
+      // backward: held still counts it.)
       const int64_t held = x.below - st.sigma;
       if (held + InFlight(st, x.now, nullptr) + x.a > limit_) continue;
-      if (held + x.bwd + (st.last_off ? blocks_[k - 1].t : 0) > limit_) continue;
+      if (held + x.bwd + (k > 0 ? Prefetched(st, k - 1) : 0) > limit_) continue;
       // The wait for block k-1's copy back, hidden by block k's backward.
       auto wait_below = [&](bool recompute) {
-        return st.last_off ? ExtraWait(k - 1, recompute) : 0.0;
+        return Sends(st.last) ? ExtraWait(k - 1, st.last, recompute) : 0.0;
       };
       children_.push_back({st.sigma, st.cost + wait_below(false), st.count,
-                           st.node, st.off_node, false});
+                           st.node, st.off_node, kLastKeep});
       if (x.can_r) {
         arena_.push_back({k, Action::kRecompute, st.node, -1, 0});
         children_.push_back({st.sigma + x.s,
@@ -969,17 +1027,29 @@ class OffloadSearch {
                                  wait_below(true),
                              st.count + 1,
                              static_cast<int32_t>(arena_.size() - 1),
-                             st.off_node, false});
+                             st.off_node, kLastRecompute});
       }
-      if (x.can_o) {
+      // A copy out of `bytes` queued at the end of block k's forward.
+      auto send = [&](Action action, int64_t saving, double cost,
+                      double out_ns, uint8_t last) {
         const double drained = Drained(st);
-        const double landed = std::max(x.now, drained) + x.out_ns;
-        arena_.push_back({k, Action::kOffload, st.node, st.off_node, landed});
+        const double landed = std::max(x.now, drained) + out_ns;
+        arena_.push_back({k, action, st.node, st.off_node, landed});
         const int32_t id = static_cast<int32_t>(arena_.size() - 1);
-        children_.push_back({st.sigma + x.t,
-                             st.cost + wait_below(false) + x.least_wait +
-                                 DrainWait(landed) - DrainWait(drained),
-                             st.count + 1, id, id, true});
+        children_.push_back({st.sigma + saving,
+                             cost + DrainWait(landed) - DrainWait(drained),
+                             st.count + 1, id, id, last});
+      };
+      if (x.can_o) {
+        send(Action::kOffload, x.t,
+             st.cost + wait_below(false) + x.least_wait, x.out_ns,
+             kLastOffload);
+      }
+      if (x.can_ro && (st.last == kLastRecompute || st.last == kLastRo)) {
+        send(Action::kRecomputeOffload, x.s + x.ro,
+             st.cost + static_cast<double>(x.c) + wait_below(true) +
+                 x.ro_least_wait,
+             x.ro_out_ns, kLastRo);
       }
     }
     st_->nodes += static_cast<int64_t>(children_.size());
@@ -992,7 +1062,7 @@ class OffloadSearch {
         continue;
       }
       const int64_t in_flight = InFlight(c, x.now, nullptr);
-      if (c.sigma >= ahead_[k + 1] + in_flight + (c.last_off ? x.t : 0)) {
+      if (c.sigma >= ahead_[k + 1] + in_flight + Prefetched(c, k)) {
         Offer(Finished(c, k), c.count, c.node);  // nothing more is needed
         continue;
       }
@@ -1041,7 +1111,7 @@ class OffloadSearch {
   // Across groups: X dominates Y when X's saving with every copy in flight
   // at the next block's end counted as never landing is at least Y's
   // saving, X's copy engine is free no later, X did not offload block k
-  // unless Y did too, and X costs
+  // unless Y did too (kAsGood), and X costs
   // less (cost, then count). Then every completion of Y fits for X too
   // (its moments hold no more; its later copies land no later) and costs
   // X no more (the waits depend on the actions alone, the wait at the end
@@ -1057,9 +1127,19 @@ class OffloadSearch {
     const int nt = static_cast<int>(times.size());
     using Cost = std::pair<double, int64_t>;
     const Cost none{std::numeric_limits<double>::infinity(), kInf};
-    // [0]: states that kept or recomputed block k; [1]: that offloaded it.
-    std::vector<Cost> least[2] = {std::vector<Cost>(nt + 1, none),
-                                  std::vector<Cost>(nt + 1, none)};
+    // Per Last: the states that decided block k so.
+    std::vector<Cost> least[4];
+    for (std::vector<Cost>& tree : least) tree.assign(nt + 1, none);
+    // Which last actions leave a future at least as good as Y's: no more
+    // held or waited for at block k+1 and no choice fewer (only a block
+    // after a recomputed one may send its checkpoint).
+    static constexpr bool kAsGood[4][4] = {
+        // X:  keep   recompute offload ro      Y:
+        {true, true, false, false},   // keep
+        {false, true, false, false},  // recompute
+        {true, true, true, false},    // offload
+        {false, true, false, true},   // ro
+    };
     free_rank_.resize(keyed_.size());
     for (size_t i : survivors_) {
       free_rank_[i] = static_cast<int>(std::lower_bound(times.begin(), times.end(),
@@ -1087,12 +1167,14 @@ class OffloadSearch {
       for (; next < m && keyed_[by_guaranteed[next]].guaranteed >= ky.state.sigma;
            ++next) {
         const Keyed& kx = keyed_[by_guaranteed[next]];
-        insert(least[kx.state.last_off], free_rank_[by_guaranteed[next]],
+        insert(least[kx.state.last], free_rank_[by_guaranteed[next]],
                {kx.state.cost, kx.state.count});
       }
       const int r = free_rank_[y];
-      Cost best = query(least[0], r);
-      if (ky.state.last_off) best = std::min(best, query(least[1], r));
+      Cost best = none;
+      for (int x = 0; x < 4; ++x) {
+        if (kAsGood[ky.state.last][x]) best = std::min(best, query(least[x], r));
+      }
       // Strictly cheaper: a state never drops itself.
       if (best < Cost{ky.state.cost, ky.state.count}) continue;
       front.push_back(ky.state);

@@ -13,12 +13,15 @@ const char* ActionName(Action action) {
       return "RECOMPUTE";
     case Action::kOffload:
       return "OFFLOAD";
+    case Action::kRecomputeOffload:
+      return "RECOMPUTE_OFFLOAD";
   }
   return "UNKNOWN";
 }
 
 bool ParseAction(const std::string& name, Action* action) {
-  for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload}) {
+  for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload,
+                   Action::kRecomputeOffload}) {
     if (name == ActionName(a)) {
       *action = a;
       return true;
@@ -57,30 +60,46 @@ double TransferNs(int64_t bytes, double bytes_per_s) {
 
 }  // namespace
 
+Action EffectiveAction(const PlanProblem& problem,
+                       const std::vector<Action>& actions, size_t i) {
+  if (actions[i] != Action::kRecomputeOffload) return actions[i];
+  const bool acts = problem.has_link() && i > 0 && Recomputes(actions[i - 1]);
+  return acts ? Action::kRecomputeOffload : Action::kRecompute;
+}
+
 StepSimulation SimulateStep(const PlanProblem& problem,
                             const std::vector<Action>& actions) {
   const size_t n = problem.blocks.size();
   const bool link = problem.has_link();
   std::vector<BlockMemory> mem(n);
   // What each block holds once its forward is done and any copy out has
-  // landed; an offloaded block holds t_i more until then.
+  // landed; a block whose copy out has not landed holds moved[i] more
+  // until then. A checkpoint sent to host by block i is o_{i-1}, held by
+  // block i-1: block i's share is o_i less it.
   std::vector<int64_t> share(n);
-  std::vector<bool> offloaded(n);
+  std::vector<bool> offloaded(n);  // a copy out and back (either kind)
+  std::vector<int64_t> moved(n, 0);
   StepSimulation sim;
+  for (size_t i = 0; i < n; ++i) mem[i] = MemoryOf(problem, i);
   for (size_t i = 0; i < n; ++i) {
-    mem[i] = MemoryOf(problem, i);
-    offloaded[i] = link && actions[i] == Action::kOffload;
-    switch (actions[i]) {
+    const Action action = EffectiveAction(problem, actions, i);
+    if (Recomputes(action)) sim.recompute_ns += problem.blocks[i].forward_ns;
+    switch (action) {
       case Action::kKeep:
         share[i] = mem[i].keep_bytes;
         break;
       case Action::kRecompute:
         share[i] = mem[i].recompute_bytes;
-        sim.recompute_ns += problem.blocks[i].forward_ns;
         break;
       case Action::kOffload:
-        share[i] = offloaded[i] ? mem[i].keep_bytes - mem[i].transfer_bytes
-                                : mem[i].keep_bytes;
+        offloaded[i] = link;
+        moved[i] = link ? mem[i].transfer_bytes : 0;
+        share[i] = mem[i].keep_bytes - moved[i];
+        break;
+      case Action::kRecomputeOffload:
+        offloaded[i] = true;
+        moved[i] = mem[i - 1].output_bytes;
+        share[i] = mem[i].recompute_bytes - moved[i];
         break;
     }
   }
@@ -101,7 +120,7 @@ StepSimulation SimulateStep(const PlanProblem& problem,
     int64_t bytes = 0;
     for (size_t i : offloads) {
       if (i >= end) break;
-      if (copied_out[i] > now) bytes += mem[i].transfer_bytes;
+      if (copied_out[i] > now) bytes += moved[i];
     }
     return bytes;
   };
@@ -116,7 +135,7 @@ StepSimulation SimulateStep(const PlanProblem& problem,
     moment(held + in_flight(k, now) + mem[k].keep_bytes, k, false);
     if (offloaded[k]) {
       d2h_free = std::max(now, d2h_free) +
-                 TransferNs(mem[k].transfer_bytes, problem.d2h_bytes_per_s);
+                 TransferNs(moved[k], problem.d2h_bytes_per_s);
       copied_out[k] = d2h_free;
     }
     held += share[k];
@@ -132,7 +151,7 @@ StepSimulation SimulateStep(const PlanProblem& problem,
   std::vector<double> arrives(n, 0);  // when each copy back lands
   auto prefetch = [&](size_t i, double issued) {
     arrives[i] =
-        issued + TransferNs(mem[i].transfer_bytes, problem.h2d_bytes_per_s);
+        issued + TransferNs(moved[i], problem.h2d_bytes_per_s);
   };
   if (n > 0 && offloaded[n - 1]) prefetch(n - 1, now);
   for (size_t j = n; j-- > 0;) {
@@ -142,19 +161,17 @@ StepSimulation SimulateStep(const PlanProblem& problem,
       begin = arrives[j];
     }
     if (j > 0 && offloaded[j - 1]) prefetch(j - 1, begin);
+    // (A checkpoint block j sent to host is back: below[j] counts it.)
     int64_t bytes = below[j] + mem[j].backward_bytes;
     // The last block's original output is still held (by the loss) while
     // a recompute rebuilds it (measured: collector_torch_test).
-    if (j + 1 == n && actions[j] == Action::kRecompute) {
-      bytes += mem[j].output_bytes;
-    }
+    const bool recomputes = Recomputes(actions[j]);
+    if (j + 1 == n && recomputes) bytes += mem[j].output_bytes;
     // The block below, prefetched during this backward, is back whole.
-    if (j > 0 && offloaded[j - 1]) bytes += mem[j - 1].transfer_bytes;
+    if (j > 0 && offloaded[j - 1]) bytes += moved[j - 1];
     moment(bytes, j, true);
     now = begin + static_cast<double>(mem[j].backward_ns) +
-          (actions[j] == Action::kRecompute
-               ? static_cast<double>(problem.blocks[j].forward_ns)
-               : 0);
+          (recomputes ? static_cast<double>(problem.blocks[j].forward_ns) : 0);
   }
   if (n == 0) sim.peak_bytes = problem.base_bytes;
   sim.exposed_transfer_ns = static_cast<int64_t>(std::ceil(exposed));
@@ -177,6 +194,7 @@ int64_t PredictedPeakBytesV1(const PlanProblem& problem,
         retained += b.act_bytes;
         break;
       case Action::kRecompute:
+      case Action::kRecomputeOffload:
         retained += b.input_bytes;
         rematerialised = std::max(rematerialised, b.act_bytes - b.input_bytes);
         break;
@@ -192,7 +210,7 @@ int64_t RecomputeNs(const PlanProblem& problem,
                     const std::vector<Action>& actions) {
   int64_t ns = 0;
   for (size_t i = 0; i < problem.blocks.size(); ++i) {
-    if (actions[i] == Action::kRecompute) ns += problem.blocks[i].forward_ns;
+    if (Recomputes(actions[i])) ns += problem.blocks[i].forward_ns;
   }
   return ns;
 }

@@ -20,9 +20,23 @@ enum class Action : uint8_t {
   kKeep = 0,       // run normally; its activations stay until backward
   kRecompute = 1,  // keep only its input; rerun forward during backward
   kOffload = 2,    // copy activations to host, prefetch before backward
+  // RECOMPUTE whose checkpoint (its input: the output of the block below)
+  // waits on host between forward and backward: DeepSpeed's "CPU
+  // checkpointing", what takes a step below recompute-all's peak. It acts
+  // only after a block that is itself recomputed (either kind), whose
+  // output nothing else keeps; after any other block (whose saved tensors
+  // may hold that output), for the first block (whose input is the batch)
+  // and without a host link it is plain RECOMPUTE (EffectiveAction).
+  kRecomputeOffload = 3,
 };
 
-// "KEEP", "RECOMPUTE", "OFFLOAD".
+// Whether the block reruns its forward in backward (RECOMPUTE or
+// RECOMPUTE_OFFLOAD).
+inline bool Recomputes(Action a) {
+  return a == Action::kRecompute || a == Action::kRecomputeOffload;
+}
+
+// "KEEP", "RECOMPUTE", "OFFLOAD", "RECOMPUTE_OFFLOAD".
 const char* ActionName(Action action);
 // Parses ActionName's output; false on anything else.
 bool ParseAction(const std::string& name, Action* action);
@@ -67,6 +81,10 @@ struct PlanProblem {
   // device (it holds what KEEP holds) and solvers do not choose OFFLOAD.
   double d2h_bytes_per_s = 0;
   double h2d_bytes_per_s = 0;
+  // Solvers may choose RECOMPUTE_OFFLOAD (with a link): the runtime that
+  // runs the plan can move checkpoints to host. Off for callers that
+  // cannot (older clients).
+  bool offload_checkpoints = false;
 
   // What a plan's peak must not exceed: budget_bytes - margin_bytes.
   int64_t limit_bytes() const { return budget_bytes - margin_bytes; }
@@ -119,6 +137,13 @@ struct Plan {
 // backward that must wait for its copy back exposes that wait. (That
 // engine is then idle: the previous copy back has landed, since its
 // block's backward waited for it.)
+// RECOMPUTE_OFFLOAD on block i, where it acts (see Action): block i holds
+// o_i as RECOMPUTE does, and its checkpoint o_{i-1} (which block i-1
+// holds as a recomputed block) is copied to host like an offload's t_i: in
+// the same first-in-first-out queue from the end of block i's forward,
+// off the device once landed, and back from the start of the backward of
+// the block above (one block of prefetch), held through block i's
+// backward, which waits for it.
 // The peak is the largest moment. Without a link (has_link() false)
 // OFFLOAD holds what KEEP holds and costs nothing.
 //
@@ -147,7 +172,13 @@ int64_t PredictedPeakBytes(const PlanProblem& problem,
 int64_t PredictedPeakBytesV1(const PlanProblem& problem,
                              const std::vector<Action>& actions);
 
-// Sum of forward_ns over recomputed blocks: the extra backward time.
+// `actions[i]`, except RECOMPUTE where a RECOMPUTE_OFFLOAD does not act
+// (see Action): what the memory model and the runtime do for block i.
+Action EffectiveAction(const PlanProblem& problem,
+                       const std::vector<Action>& actions, size_t i);
+
+// Sum of forward_ns over recomputed blocks (either kind): the extra
+// backward time.
 int64_t RecomputeNs(const PlanProblem& problem,
                     const std::vector<Action>& actions);
 

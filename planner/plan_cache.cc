@@ -35,6 +35,7 @@ std::vector<int64_t> BucketFeatures(const Features& features,
 bool PlanKey::operator==(const PlanKey& other) const {
   return budget_bytes == other.budget_bytes && model == other.model &&
          solver == other.solver && offload == other.offload &&
+         offload_checkpoints == other.offload_checkpoints &&
          bucket == other.bucket;
 }
 
@@ -47,6 +48,7 @@ size_t PlanKeyHash::operator()(const PlanKey& key) const {
   mix(std::hash<int64_t>()(key.budget_bytes));
   mix(std::hash<std::string>()(key.solver));
   mix(key.offload);
+  mix(key.offload_checkpoints);
   return h;
 }
 

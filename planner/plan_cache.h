@@ -34,6 +34,7 @@ struct PlanKey {
   int64_t budget_bytes = 0;
   std::string solver;
   bool offload = true;  // PlanRequest::offload
+  bool offload_checkpoints = false;  // and PlanRequest::offload_checkpoints
   bool operator==(const PlanKey& other) const;
 };
 

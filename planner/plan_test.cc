@@ -106,6 +106,67 @@ TEST_CASE("a slow link keeps the bytes on the device and exposes the wait") {
   CHECK(sim.exposed_transfer_ns == 186 + 178);
 }
 
+TEST_CASE("a checkpoint sent to host leaves the device and comes back") {
+  // Four equal blocks: a = 100, every output 10, 1 ns forwards.
+  PlanProblem p;
+  for (const char* name : {"a", "b", "c", "d"}) p.blocks.push_back({name, 100, 10, 1});
+  p.d2h_bytes_per_s = p.h2d_bytes_per_s = 1e15;  // lands at once
+  // Recompute all but the last: held 10 + 10 + 10; d's backward adds
+  // 100 + 10 + 10: 150.
+  const std::vector<Action> all = {A::kRecompute, A::kRecompute, A::kRecompute,
+                                   A::kKeep};
+  CHECK(PredictedPeakBytes(p, all) == 150);
+  // b and c send their checkpoints (a's and b's outputs) to host: only c's
+  // output stays. d's backward holds it and c's checkpoint, prefetched:
+  // 10 + 120 + 10; c's backward holds its own, back: 10 + 120 + 10.
+  const std::vector<Action> ro = {A::kRecompute, A::kRecomputeOffload,
+                                  A::kRecomputeOffload, A::kKeep};
+  const StepSimulation sim = SimulateStep(p, ro);
+  CHECK(sim.peak_bytes == 140);
+  CHECK(sim.peak_in_backward);
+  CHECK(sim.recompute_ns == 3);
+  CHECK(RecomputeNs(p, ro) == 3);
+  CHECK(sim.exposed_transfer_ns == 0);
+  // It acts only after a recomputed block, with a link, and not as the
+  // first block: elsewhere it is RECOMPUTE.
+  for (const std::vector<Action>& plain :
+       {std::vector<Action>{A::kKeep, A::kRecomputeOffload, A::kKeep, A::kKeep},
+        std::vector<Action>{A::kOffload, A::kRecomputeOffload, A::kKeep,
+                            A::kKeep},
+        std::vector<Action>{A::kRecomputeOffload, A::kKeep, A::kKeep,
+                            A::kKeep}}) {
+    std::vector<Action> same = plain;
+    for (Action& a : same) {
+      if (a == A::kRecomputeOffload) a = A::kRecompute;
+    }
+    for (size_t i = 0; i < plain.size(); ++i) {
+      CHECK(EffectiveAction(p, plain, i) == same[i]);
+    }
+    CHECK(PredictedPeakBytes(p, plain) == PredictedPeakBytes(p, same));
+  }
+  CHECK(EffectiveAction(p, ro, 1) == A::kRecomputeOffload);
+  PlanProblem no_link = p;
+  no_link.d2h_bytes_per_s = no_link.h2d_bytes_per_s = 0;
+  CHECK(EffectiveAction(no_link, ro, 1) == A::kRecompute);
+  CHECK(PredictedPeakBytes(no_link, ro) == 150);
+}
+
+TEST_CASE("a checkpoint on a slow link exposes its copies") {
+  PlanProblem p = Problem();
+  p.d2h_bytes_per_s = p.h2d_bytes_per_s = 1e9;  // one byte per ns
+  const std::vector<Action> ro = {A::kRecompute, A::kRecomputeOffload, A::kKeep};
+  // b sends a's output (100 bytes) from 18 to 118 ns; forward ends at 21:
+  // 97 ns exposed. Its copy back is asked for as c's backward begins
+  // (118) and lands at 218; c's backward ends at 124: 94 ns more. c's
+  // backward holds it: 1000 + 100 - 60 + 280 + 100; b's holds it as its
+  // own: 1000 + 100 + 640, the peak.
+  const StepSimulation sim = SimulateStep(p, ro);
+  CHECK(sim.exposed_transfer_ns == 97 + 94);
+  CHECK(sim.recompute_ns == 18);
+  CHECK(sim.peak_bytes == 1740);
+  CHECK(sim.peak_block == 1);
+}
+
 TEST_CASE("ScorePlan fills peak, time and feasibility against the margin") {
   PlanProblem p = Problem();
   Plan plan;
@@ -132,7 +193,8 @@ TEST_CASE("the safe plan recomputes what it may and claims no fit") {
 }
 
 TEST_CASE("action names round-trip") {
-  for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload}) {
+  for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload,
+                   Action::kRecomputeOffload}) {
     Action parsed;
     REQUIRE(ParseAction(ActionName(a), &parsed));
     CHECK(parsed == a);

@@ -187,45 +187,61 @@ TEST_CASE("exact matches brute force on small instances") {
   CHECK(instances - infeasible - keep_all > 3000);
 }
 
-// Every plan over KEEP, RECOMPUTE and OFFLOAD of the checkpointable blocks
-// (3^n), scored by the shared memory model: peak, and cost = recompute
-// plus exposed transfer time.
+// Every plan over KEEP, RECOMPUTE and OFFLOAD (and with `kinds` 4,
+// RECOMPUTE_OFFLOAD) of the checkpointable blocks (kinds^n), scored by the
+// shared memory model: peak, and cost = recompute plus exposed transfer
+// time.
 struct Scored3 {
   int64_t peak;
   int64_t cost;
-  bool offloads;
+  bool offloads;  // some block sends something to host
 };
 
-std::vector<Scored3> Enumerate3(const PlanProblem& p) {
+std::vector<Scored3> EnumerateActions(const PlanProblem& p, int kinds) {
   const std::vector<int> ckpt = CheckpointableBlocks(p);
   std::vector<Scored3> out;
   std::vector<Action> actions(p.blocks.size(), Action::kKeep);
   std::vector<int> digit(ckpt.size(), 0);
   while (true) {
-    bool offloads = false;
     for (size_t b = 0; b < ckpt.size(); ++b) {
       actions[ckpt[b]] = static_cast<Action>(digit[b]);
-      offloads = offloads || digit[b] == 2;
+    }
+    bool offloads = false;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action a = EffectiveAction(p, actions, i);
+      offloads = offloads || a == Action::kOffload ||
+                 a == Action::kRecomputeOffload;
     }
     const StepSimulation sim = SimulateStep(p, actions);
     out.push_back({sim.peak_bytes, sim.recompute_ns + sim.exposed_transfer_ns,
                    offloads});
     size_t b = 0;
-    while (b < digit.size() && ++digit[b] == 3) digit[b++] = 0;
+    while (b < digit.size() && ++digit[b] == kinds) digit[b++] = 0;
     if (b == digit.size()) break;
   }
   return out;
 }
 
-TEST_CASE("exact with a host link matches brute force over all 3^n plans") {
-  std::mt19937_64 rng(777);
+struct LinkCounts {
+  int instances = 0, infeasible = 0, offloaded = 0, needs_offload = 0;
+  int sends_checkpoints = 0;  // plans with a RECOMPUTE_OFFLOAD that acts
+};
+
+// Random instances with a host link, each solved at 9 budgets and compared
+// with every plan over `kinds` actions (RECOMPUTE_OFFLOAD allowed with 4).
+LinkCounts CheckLinkAgainstBruteForce(uint64_t seed, int iterations,
+                                      int kinds) {
+  std::mt19937_64 rng(seed);
   auto exact = NewSolver("exact");
   REQUIRE(exact.ok());
-  int instances = 0, infeasible = 0, offloaded = 0, needs_offload = 0;
-  for (int iter = 0; iter < 700; ++iter) {
-    const int n = iter < 600 ? 1 + static_cast<int>(rng() % 8)
-                             : 9 + static_cast<int>(rng() % 2);
+  LinkCounts counts;
+  for (int iter = 0; iter < iterations; ++iter) {
+    const int small = kinds == 4 ? 6 : 8;
+    const int n = iter < iterations * 6 / 7
+                      ? 1 + static_cast<int>(rng() % small)
+                      : small + 1 + static_cast<int>(rng() % 2);
     PlanProblem p = RandomProblem(rng, n, static_cast<Kind>(iter % 3));
+    p.offload_checkpoints = kinds == 4;
     // Links from "lands at once" to slower than the whole forward (bytes
     // are hundreds, forward times tens of ns), not always symmetric; some
     // blocks with measured transfer and backward times.
@@ -235,8 +251,11 @@ TEST_CASE("exact with a host link matches brute force over all 3^n plans") {
     for (BlockCost& b : p.blocks) {
       if (rng() % 4 == 0) b.transfer_bytes = static_cast<int64_t>(rng() % 800);
       if (rng() % 4 == 0) b.backward_ns = static_cast<int64_t>(rng() % 200);
+      if (kinds == 4 && rng() % 4 == 0) {
+        b.output_bytes = static_cast<int64_t>(rng() % 400);
+      }
     }
-    const std::vector<Scored3> all = Enumerate3(p);
+    const std::vector<Scored3> all = EnumerateActions(p, kinds);
     int64_t min_peak = kInf, min_peak_no_offload = kInf;
     for (const Scored3& s : all) {
       min_peak = std::min(min_peak, s.peak);
@@ -266,9 +285,9 @@ TEST_CASE("exact with a host link matches brute force over all 3^n plans") {
       const Plan plan = (*exact)->Solve(p);
       REQUIRE(plan.actions.size() == p.blocks.size());
       REQUIRE(plan.feasible == feasible);
-      ++instances;
+      ++counts.instances;
       if (!feasible) {
-        ++infeasible;
+        ++counts.infeasible;
         continue;
       }
       CHECK(plan.predicted_peak_bytes <= p.limit_bytes());
@@ -277,17 +296,37 @@ TEST_CASE("exact with a host link matches brute force over all 3^n plans") {
       CHECK(cost >= best);
       CHECK(cost <= best + 1);
       CHECK(plan.optimality_gap_ns == 0);
-      const bool offloads =
-          std::count(plan.actions.begin(), plan.actions.end(),
-                     Action::kOffload) > 0;
-      offloaded += offloads;
-      needs_offload += p.limit_bytes() < min_peak_no_offload;
+      bool offloads = false, sends_checkpoint = false;
+      for (size_t i = 0; i < plan.actions.size(); ++i) {
+        if (kinds == 3) CHECK(plan.actions[i] != Action::kRecomputeOffload);
+        const Action a = EffectiveAction(p, plan.actions, i);
+        // The solver never asks for a RECOMPUTE_OFFLOAD that does not act.
+        CHECK(a == plan.actions[i]);
+        offloads = offloads || a == Action::kOffload;
+        sends_checkpoint = sends_checkpoint || a == Action::kRecomputeOffload;
+      }
+      counts.offloaded += offloads || sends_checkpoint;
+      counts.sends_checkpoints += sends_checkpoint;
+      counts.needs_offload += p.limit_bytes() < min_peak_no_offload;
     }
   }
-  CHECK(instances > 5000);
-  CHECK(infeasible > 500);
-  CHECK(offloaded > 1000);
-  CHECK(needs_offload > 150);  // fits only with OFFLOAD
+  return counts;
+}
+
+TEST_CASE("exact with a host link matches brute force over all 3^n plans") {
+  const LinkCounts c = CheckLinkAgainstBruteForce(777, 700, 3);
+  CHECK(c.instances > 5000);
+  CHECK(c.infeasible > 500);
+  CHECK(c.offloaded > 1000);
+  CHECK(c.needs_offload > 150);  // fits only with OFFLOAD
+}
+
+TEST_CASE("exact with checkpoints to host matches brute force over 4^n plans") {
+  const LinkCounts c = CheckLinkAgainstBruteForce(4242, 700, 4);
+  CHECK(c.instances > 5000);
+  CHECK(c.infeasible > 300);
+  CHECK(c.sends_checkpoints > 300);
+  CHECK(c.needs_offload > 150);
 }
 
 // An independent exact reference for larger chains whose savings are small

@@ -44,6 +44,7 @@ struct PlanArgs {
   std::string budget;
   std::string solver;
   bool no_offload = false;
+  bool offload_checkpoints = false;
 };
 
 void AddCommon(CLI::App* sub, CommonArgs* args) {
@@ -186,6 +187,7 @@ ProtoRequest MakePlanRequest(const PlanArgs& p) {
   request.set_budget_bytes(ParseBudget(p.budget));
   request.set_solver(p.solver);
   request.set_no_offload(p.no_offload);
+  request.set_offload_checkpoints(p.offload_checkpoints);
   return request;
 }
 
@@ -413,6 +415,9 @@ void AddPlanArgs(CLI::App* sub, PlanArgs* p) {
   sub->add_option("--solver", p->solver, "Solver (default: the daemon's)");
   sub->add_flag("--no-offload", p->no_offload,
                 "No block OFFLOAD (a trainer without a copy engine)");
+  sub->add_flag("--offload-checkpoints", p->offload_checkpoints,
+                "Plans may send checkpoints to host (RECOMPUTE_OFFLOAD), as "
+                "a trainer whose runtime can does");
 }
 
 }  // namespace

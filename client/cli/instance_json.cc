@@ -102,7 +102,7 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
   absl::Status keys =
       CheckKeys(doc, "",
                 {"base_bytes", "budget_bytes", "margin_bytes", "blocks",
-                 "d2h_bytes_per_s", "h2d_bytes_per_s"});
+                 "d2h_bytes_per_s", "h2d_bytes_per_s", "offload_checkpoints"});
   if (!keys.ok()) return keys;
 
   PlanProblem problem;
@@ -134,6 +134,13 @@ absl::StatusOr<PlanProblem> ParseInstanceJson(const std::string& text) {
     auto rate = Bytes(*v, key);
     if (!rate.ok()) return rate.status();
     *out = static_cast<double>(*rate);
+  }
+  if (const json* v = Find(doc, "offload_checkpoints")) {
+    if (!v->is_boolean()) {
+      return Error("offload_checkpoints",
+                   "must be true or false (got " + Shown(*v) + ")");
+    }
+    problem.offload_checkpoints = v->get<bool>();
   }
 
   const json* blocks = Find(doc, "blocks");

@@ -14,7 +14,9 @@
 //     ],
 //     // optional: the host link per direction, bytes per second; with
 //     // both, OFFLOAD is planned
-//     "d2h_bytes_per_s": "25GB", "h2d_bytes_per_s": "25GB"
+//     "d2h_bytes_per_s": "25GB", "h2d_bytes_per_s": "25GB",
+//     // optional, default false: with the link, RECOMPUTE_OFFLOAD too
+//     "offload_checkpoints": true
 //   }
 //
 // Byte fields take a non-negative integer or a size string ("6GiB",

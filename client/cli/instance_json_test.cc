@@ -58,6 +58,7 @@ TEST_CASE("the memory model v2's quantities and the host link parse") {
   auto r = ParseInstanceJson(R"({
     "base_bytes": 0, "budget_bytes": "1GiB",
     "d2h_bytes_per_s": "25GB", "h2d_bytes_per_s": 20000000000,
+    "offload_checkpoints": true,
     "blocks": [
       {"name": "l0", "act_bytes": "100MiB", "input_bytes": "1MiB",
        "forward_ns": 1000, "output_bytes": "2MiB", "workspace_bytes": "8MiB",
@@ -67,6 +68,7 @@ TEST_CASE("the memory model v2's quantities and the host link parse") {
   CHECK(r->has_link());
   CHECK(r->d2h_bytes_per_s == 25e9);
   CHECK(r->h2d_bytes_per_s == 2e10);
+  CHECK(r->offload_checkpoints);
   const BlockCost& b = r->blocks[0];
   CHECK(b.output_bytes == 2LL << 20);
   CHECK(b.workspace_bytes == 8LL << 20);
@@ -77,6 +79,11 @@ TEST_CASE("the memory model v2's quantities and the host link parse") {
                 "forward_ns": 1, "workspace_bytes": -4}]})");
   REQUIRE_FALSE(bad.ok());
   CHECK(std::string(bad.status().message()).find("blocks[0].workspace_bytes") !=
+        std::string::npos);
+  auto not_bool = ParseInstanceJson(R"({"base_bytes": 0, "budget_bytes": 1,
+    "offload_checkpoints": 1, "blocks": []})");
+  REQUIRE_FALSE(not_bool.ok());
+  CHECK(std::string(not_bool.status().message()).find("offload_checkpoints") !=
         std::string::npos);
 }
 

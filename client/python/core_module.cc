@@ -117,7 +117,8 @@ PYBIND11_MODULE(_core, m) {
   py::enum_<Action>(m, "Action", "What a block does with its activations.")
       .value("KEEP", Action::kKeep)
       .value("RECOMPUTE", Action::kRecompute)
-      .value("OFFLOAD", Action::kOffload);
+      .value("OFFLOAD", Action::kOffload)
+      .value("RECOMPUTE_OFFLOAD", Action::kRecomputeOffload);
 
   py::enum_<PlanSource>(m, "PlanSource", "Where a step's plan came from.")
       .value("LOCAL_CACHE", PlanSource::kLocalCache)

@@ -128,9 +128,13 @@ absl::StatusOr<Action> ActionFromProto(int action, const std::string& field) {
       return Action::kRecompute;
     case v1::OFFLOAD:
       return Action::kOffload;
+    case v1::RECOMPUTE_OFFLOAD:
+      return Action::kRecomputeOffload;
     default:
-      return InvalidField(field, absl::StrCat("unknown action ", action,
-                                         "; use KEEP, RECOMPUTE or OFFLOAD"));
+      return InvalidField(
+          field, absl::StrCat("unknown action ", action,
+                              "; use KEEP, RECOMPUTE, OFFLOAD or "
+                              "RECOMPUTE_OFFLOAD"));
   }
 }
 
@@ -142,6 +146,8 @@ v1::Action ActionToProto(Action action) {
       return v1::RECOMPUTE;
     case Action::kOffload:
       return v1::OFFLOAD;
+    case Action::kRecomputeOffload:
+      return v1::RECOMPUTE_OFFLOAD;
   }
   return v1::ACTION_UNSPECIFIED;
 }

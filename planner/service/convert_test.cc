@@ -98,11 +98,14 @@ TEST_CASE("actions: unspecified and unknown numbers are rejected") {
   REQUIRE(*ActionFromProto(v1::KEEP, "a") == Action::kKeep);
   REQUIRE(*ActionFromProto(v1::RECOMPUTE, "a") == Action::kRecompute);
   REQUIRE(*ActionFromProto(v1::OFFLOAD, "a") == Action::kOffload);
+  REQUIRE(*ActionFromProto(v1::RECOMPUTE_OFFLOAD, "a") ==
+          Action::kRecomputeOffload);
   auto bad = ActionFromProto(v1::ACTION_UNSPECIFIED, "actions[3]");
   REQUIRE(absl::IsInvalidArgument(bad.status()));
   REQUIRE(Contains(bad.status(), "actions[3]"));
   REQUIRE_FALSE(ActionFromProto(77, "a").ok());
-  for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload}) {
+  for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload,
+                   Action::kRecomputeOffload}) {
     REQUIRE(*ActionFromProto(ActionToProto(a), "a") == a);
   }
 }

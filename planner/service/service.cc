@@ -42,6 +42,7 @@ absl::Status ToPlanRequest(const PlannerCore& core, const ProtoRequest& request,
   out->budget_bytes = request.budget_bytes();
   out->solver = request.solver();
   out->offload = !request.no_offload();
+  out->offload_checkpoints = request.offload_checkpoints();
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@ class Action(enum.IntEnum):
     KEEP = 0
     RECOMPUTE = 1
     OFFLOAD = 2
+    RECOMPUTE_OFFLOAD = 3
 
 
 class PlanSource(enum.IntEnum):
