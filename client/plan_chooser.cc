@@ -198,7 +198,18 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
   choice.bucket = key.first;
   if (result->collect) {
     ++stats_.collects;
-    choice.actions = SafeActions(model_);
+    // The planner's safe plan (it may send checkpoints to host), if it is
+    // one and this runtime can run it.
+    const std::vector<Action> safe = SafeActions(model_);
+    bool planned = result->plan != nullptr &&
+                   CheckActions(model_, result->plan->actions, options_.offload,
+                                options_.offload_checkpoints)
+                       .ok();
+    for (size_t i = 0; planned && i < safe.size(); ++i) {
+      const Action a = result->plan->actions[i];
+      planned = safe[i] == Action::kKeep ? a == Action::kKeep : Recomputes(a);
+    }
+    choice.actions = planned ? result->plan->actions : safe;
     choice.source = PlanSource::kCollect;
     return choice;
   }

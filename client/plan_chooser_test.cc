@@ -40,6 +40,12 @@ class ScriptedPlanner final : public Planner {
     if (!status.ok()) return status;
     PlanResult result;
     result.collect = collect;
+    if (collect && !collect_actions.empty()) {
+      auto plan = std::make_shared<Plan>();
+      plan->actions = collect_actions;
+      plan->solver = "collect";
+      result.plan = plan;
+    }
     if (!collect) {
       auto plan = std::make_shared<Plan>();
       plan->actions = actions;
@@ -68,6 +74,7 @@ class ScriptedPlanner final : public Planner {
   // Runs before each answer (on the calling thread).
   std::function<void(const PlanRequest&)> before_answer;
   bool collect = false;
+  std::vector<Action> collect_actions;  // COLLECT's plan; empty: none
   std::vector<Action> actions = {K, R, K};
   int64_t predicted_peak_bytes = 12345;
   double seq_granularity = 8;
@@ -139,6 +146,25 @@ TEST_CASE("COLLECT runs the safe plan and is never cached") {
   chooser.Choose({4, 64}, 1000);
   CHECK(planner.plan_calls == 2);
   CHECK(chooser.stats().collects == 2);
+}
+
+TEST_CASE("COLLECT runs the planner's safe plan when this runtime can") {
+  const Action RO = Action::kRecomputeOffload;
+  ScriptedPlanner planner;
+  planner.collect = true;
+  planner.collect_actions = {K, R, RO};
+  PlanChooserOptions sending;
+  sending.offload = sending.offload_checkpoints = true;
+  PlanChooser chooser(&planner, Model(), sending);
+  CHECK(chooser.Choose({4, 64}, 1000).actions == planner.collect_actions);
+  CHECK(planner.last_request.offload_checkpoints);
+  // A runtime that cannot send checkpoints runs its own safe plan.
+  PlanChooser plain(&planner, Model());
+  CHECK(plain.Choose({4, 64}, 1000).actions == std::vector<Action>{K, R, R});
+  CHECK_FALSE(planner.last_request.offload_checkpoints);
+  // A "safe" plan that keeps a block it could recompute is not one.
+  planner.collect_actions = {K, K, RO};
+  CHECK(chooser.Choose({4, 64}, 1000).actions == std::vector<Action>{K, R, R});
 }
 
 TEST_CASE("planner errors fall back to the last good plan, else safe") {

@@ -156,10 +156,19 @@ struct ReportedPeak {
   int64_t measured_peak_bytes = 0;
 };
 
-// The safe plan a COLLECT answer carries.
+// The safe plan a COLLECT answer carries; with `send_checkpoints` every
+// recomputed block after the first of a run sends its checkpoint to host
+// (RECOMPUTE_OFFLOAD): less memory, measured the same way.
 std::shared_ptr<const Plan> CollectPlan(const ModelSpec& spec,
-                                        const std::string& reason) {
-  return std::make_shared<Plan>(SafePlan(spec, "collect", reason));
+                                        const std::string& reason,
+                                        bool send_checkpoints) {
+  Plan plan = SafePlan(spec, "collect", reason);
+  if (send_checkpoints) {
+    for (Action& a : plan.actions) {
+      if (a == Action::kRecompute) a = Action::kRecomputeOffload;
+    }
+  }
+  return std::make_shared<Plan>(std::move(plan));
 }
 
 }  // namespace
@@ -434,8 +443,22 @@ struct PlannerCore::Impl {
     if (!e.ok()) return e.status();
     PlanResult& result = e->result;
     if (result.collect) {
-      result.plan = CollectPlan(*prepared.model->spec,
-                             "collect: " + result.collect_reason);
+      // A caller that can send checkpoints to host collects so when
+      // recomputing every block may not fit: before any sample (nothing
+      // is known), or when the estimate's recompute-all peak is over.
+      const bool send =
+          request.offload && request.offload_checkpoints &&
+          (e->no_samples ||
+           PredictedPeakBytes(e->problem,
+                              SafeActions(*prepared.model->spec)) >
+               e->problem.limit_bytes());
+      result.plan = CollectPlan(
+          *prepared.model->spec,
+          absl::StrCat("collect: ", result.collect_reason,
+                       send ? "; checkpoints to host: recomputing every block "
+                              "may not fit the budget"
+                            : ""),
+          send);
       return result;
     }
     const Plan& plan = *result.plan;

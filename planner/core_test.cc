@@ -273,6 +273,34 @@ TEST_CASE("a caller that sends checkpoints to host fits below recompute-all") {
   CHECK(absl::IsResourceExhausted(core.GetPlan(request).status()));
 }
 
+TEST_CASE("a caller that sends checkpoints collects so when it may not fit") {
+  const ModelSpec spec = Spec(8);
+  PlannerCore core;
+  REQUIRE(core.RegisterModel(spec).ok());
+  auto collect_actions = [&](double seq, int64_t budget, bool sends) {
+    PlanRequest request{"enc", {4, seq}, budget};
+    request.offload_checkpoints = sends;
+    auto r = core.GetPlan(request);
+    REQUIRE(r.ok());
+    REQUIRE(r->collect);
+    return r->plan->actions;
+  };
+  const std::vector<Action> safe = SafeActions(spec);
+  std::vector<Action> sending = safe;
+  for (Action& a : sending) {
+    if (a == Action::kRecompute) a = Action::kRecomputeOffload;
+  }
+  // Nothing known yet: the least memory this caller can run.
+  CHECK(collect_actions(300, int64_t{1} << 40, true) == sending);
+  CHECK(collect_actions(300, int64_t{1} << 40, false) == safe);
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  // Far outside the samples (untrusted, so collect): recompute-all's
+  // estimate decides.
+  CHECK(collect_actions(4096, int64_t{1} << 50, true) == safe);
+  CHECK(collect_actions(4096, 1 << 20, true) == sending);
+  CHECK(collect_actions(4096, 1 << 20, false) == safe);
+}
+
 TEST_CASE("the link a model's samples measured is what its plans weigh") {
   const ModelSpec spec = Spec();
   const int64_t budget = KeepAllPeak(spec, 4, 304) * 9 / 10;
