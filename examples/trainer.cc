@@ -173,9 +173,13 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
                ? choice.solver
                : PlanSourceName(choice.source);
   r.blocks = static_cast<int>(choice.actions.size());
-  for (Action a : choice.actions) {
-    r.recomputed_blocks += a == Action::kRecompute;
+  for (size_t i = 0; i < choice.actions.size(); ++i) {
+    const Action a = choice.actions[i];
+    r.recomputed_blocks += Recomputes(a);
     r.offloaded_blocks += a == Action::kOffload;
+    // Where it acts (plan.h): after a recomputed block.
+    r.checkpoints_sent += a == Action::kRecomputeOffload && i > 0 &&
+                          Recomputes(choice.actions[i - 1]);
   }
   r.predicted_peak_bytes = choice.predicted_peak_bytes;
   r.measured_peak_bytes = step->measured_peak_bytes().value_or(0);
@@ -251,12 +255,16 @@ std::string FormatStep(const StepRecord& r, int total_steps) {
   }
   std::snprintf(line, sizeof line,
                 "step %4d/%d  batch %2lld %s  %-13s recompute %2d/%-2d "
-                "%s peak %9s pred / %9s meas / %9s budget  %7.1f ms  loss %.3f%s",
+                "%s%s peak %9s pred / %9s meas / %9s budget  %7.1f ms  loss %.3f%s",
                 r.step, total_steps, static_cast<long long>(r.batch), shape,
                 r.plan.c_str(),
                 r.recomputed_blocks, r.blocks,
                 r.offloaded_blocks > 0
                     ? (" offload " + std::to_string(r.offloaded_blocks)).c_str()
+                    : "",
+                r.checkpoints_sent > 0
+                    ? (" ckpt-to-host " + std::to_string(r.checkpoints_sent))
+                          .c_str()
                     : "",
                 predicted.c_str(),
                 FormatBytes(r.measured_peak_bytes).c_str(),

@@ -69,6 +69,9 @@ struct StepRecord {
   bool collect = false;
   int recomputed_blocks = 0;
   int offloaded_blocks = 0;
+  // RECOMPUTE_OFFLOAD blocks that sent their checkpoint to host (counted
+  // in recomputed_blocks too).
+  int checkpoints_sent = 0;
   int blocks = 0;
   int64_t predicted_peak_bytes = 0;  // 0 when the plan has no prediction
   int64_t measured_peak_bytes = 0;

@@ -45,9 +45,7 @@ absl::Status ValidateOutcome(const ModelSpec& spec, const Outcome& outcome) {
         spec.name, "\" has ", spec.blocks.size(), " blocks"));
   }
   for (size_t i = 0; i < outcome.actions.size(); ++i) {
-    const Action a = outcome.actions[i];
-    if (a != Action::kKeep && a != Action::kRecompute &&
-        a != Action::kOffload) {
+    if (!IsKnownAction(outcome.actions[i])) {
       return absl::InvalidArgumentError(
           absl::StrCat("actions[", i, "]: unknown action"));
     }

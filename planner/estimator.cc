@@ -524,8 +524,7 @@ class FittedEstimator final : public Estimator {
                                   " blocks"));
     }
     for (size_t i = 0; i < actions.size(); ++i) {
-      if (actions[i] != Action::kKeep && actions[i] != Action::kRecompute &&
-          actions[i] != Action::kOffload) {
+      if (!IsKnownAction(actions[i])) {
         return InvalidField(absl::StrCat("actions[", i, "]"), "unknown action");
       }
     }
@@ -552,6 +551,9 @@ class FittedEstimator final : public Estimator {
         }
       }
     }
+    // The link the plans were made with: an offloaded block's bytes leave.
+    point.d2h_bytes_per_s = upper.d2h_bytes_per_s = p->d2h_bytes_per_s;
+    point.h2d_bytes_per_s = upper.h2d_bytes_per_s = p->h2d_bytes_per_s;
     Estimate out;
     out.value = static_cast<double>(PredictedPeakBytes(point, actions));
     out.upper = static_cast<double>(PredictedPeakBytes(upper, actions));

@@ -30,6 +30,12 @@ enum class Action : uint8_t {
   kRecomputeOffload = 3,
 };
 
+// Whether `a` is one of the actions above (a value from outside, cast,
+// may not be).
+inline bool IsKnownAction(Action a) {
+  return static_cast<uint8_t>(a) <= static_cast<uint8_t>(Action::kRecomputeOffload);
+}
+
 // Whether the block reruns its forward in backward (RECOMPUTE or
 // RECOMPUTE_OFFLOAD).
 inline bool Recomputes(Action a) {
