@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     double total_ms = 0, plan_ms = 0, collect_ms = 0;
     int64_t max_peak = 0;
     int over = 0, over_planned = 0, collect = 0, recomputed = 0,
-        offloaded = 0;
+        offloaded = 0, checkpoints_sent = 0;
     Series time_series{s.name, {}}, peak_series{s.name, {}};
     std::vector<double> round_ms(rounds, 0);
     for (size_t k = 0; k < s.records.size(); ++k) {
@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
       over += r.over_budget();
       recomputed += r.recomputed_blocks;
       offloaded += r.offloaded_blocks;
+      checkpoints_sent += r.checkpoints_sent;
       if (r.collect) {
         ++collect;
         collect_ms += r.step_ms;
@@ -225,6 +226,8 @@ int main(int argc, char** argv) {
          static_cast<double>(recomputed) / s.records.size()},
         {"offloaded_blocks_per_step",
          static_cast<double>(offloaded) / s.records.size()},
+        {"checkpoints_to_host_per_step",
+         static_cast<double>(checkpoints_sent) / s.records.size()},
         {"final_loss", s.records.back().loss},
     };
     std::printf("%s\n", line.dump().c_str());

@@ -1253,7 +1253,20 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   st.infeasible = !base_fits && !search.found();
   if (st.infeasible) {
     // No plan fits: the smallest peak without offloading (recompute-only
-    // search's answer).
+    // search's answer), lower still with every checkpoint it can send on
+    // host (at no moment does a sent checkpoint hold more than a kept one).
+    if (problem.offload_checkpoints) {
+      std::vector<Action> sending = actions;
+      for (size_t i = 1; i < sending.size(); ++i) {
+        if (sending[i] == Action::kRecompute && Recomputes(sending[i - 1])) {
+          sending[i] = Action::kRecomputeOffload;
+        }
+      }
+      if (PredictedPeakBytes(problem, sending) <
+          PredictedPeakBytes(problem, actions)) {
+        return sending;
+      }
+    }
     return actions;
   }
   if (search.found()) actions = search.BestActions();

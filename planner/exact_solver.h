@@ -61,8 +61,10 @@ struct ExactOptions {
 // Actions of the optimal plan for `problem` (exact_solver.cc says how and
 // the order that breaks ties): the least recompute time, or with a host
 // link (problem.has_link()) the least recompute plus exposed transfer
-// time over KEEP, RECOMPUTE and OFFLOAD. When no plan fits, the plan with
-// the smallest peak without offloading. Non-checkpointable blocks are
+// time over KEEP, RECOMPUTE and OFFLOAD (and RECOMPUTE_OFFLOAD with
+// problem.offload_checkpoints). When no plan fits, the plan with the
+// smallest peak without offloading, its checkpoints sent to host where
+// that lowers it (with offload_checkpoints). Non-checkpointable blocks are
 // always KEEP. With a link, `stats` describes the search with OFFLOAD
 // (cost_ns and lower_bound_ns in recompute plus exposed time).
 //

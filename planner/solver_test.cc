@@ -288,6 +288,9 @@ LinkCounts CheckLinkAgainstBruteForce(uint64_t seed, int iterations,
       ++counts.instances;
       if (!feasible) {
         ++counts.infeasible;
+        // The answer is the smallest peak the search knows: never above
+        // the smallest without offloading.
+        CHECK(plan.predicted_peak_bytes <= min_peak_no_offload);
         continue;
       }
       CHECK(plan.predicted_peak_bytes <= p.limit_bytes());

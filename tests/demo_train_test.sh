@@ -151,5 +151,24 @@ grep -qE "^step .* offload [1-9]" "$dir/link.out" ||
   fail "rematd planned no OFFLOAD from the measured link: $(tail -5 "$dir/link.out")"
 kill -TERM "$daemon"
 wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
+
+# Below what recomputing every block needs: a deep, narrow encoder (18
+# blocks) at 22% of its no-checkpoint peak. Without a copy engine no plan
+# fits the longest batches (steps over budget: exit 3); against rematd,
+# with checkpoints sent to host (collection included), every step fits.
+deep=(--steps 30 --depth 8 --sublayers --width 128 --heads 2 --ffn 256
+      --min-seq 32 --max-seq 128 --median-seq 90 --budget-fraction 0.22
+      --host-link-gbps 0.05 --seed 3 --threads 1)
+"$train" "${deep[@]}" --no-offload >"$dir/deep_plain.out" 2>&1
+[ $? -eq 3 ] || fail "the deep run fits without a copy engine: $(tail -3 "$dir/deep_plain.out")"
+start_daemon "$dir/state3"
+"$train" --planner "$address" "${deep[@]}" >"$dir/deep.out" 2>&1 ||
+  fail "checkpoints to host, against rematd: $(tail -5 "$dir/deep.out")"
+grep -qE "^step .* exact .* ckpt-to-host [1-9]" "$dir/deep.out" ||
+  fail "no planned step sent checkpoints to host: $(tail -5 "$dir/deep.out")"
+! grep -q "failed" "$dir/deep.out" ||
+  fail "a report failed: $(grep failed "$dir/deep.out" | head -2)"
+kill -TERM "$daemon"
+wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
 trap 'rm -rf "$dir"' EXIT
 [ "$failures" -eq 0 ] && echo "PASS" || exit 1
