@@ -6,6 +6,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 
 #include "collector/torch_compat.h"
 
@@ -29,10 +30,19 @@ namespace {
 
 // What LibTorch's allocator calls. Holds the counters by shared_ptr: the
 // debug info may outlive the attachment in a thread that captured it.
-class Reporter final : public c10::MemoryReportingInfoBase {
+// LibTorch reads whatever sits in the PROFILER_STATE slot as a profiler's
+// state (a Python autograd Function asks for its config, reentrant
+// checkpointing's included), so this is one, of a profiler that is off.
+class Reporter final : public torch::profiler::impl::ProfilerStateBase {
  public:
   explicit Reporter(std::shared_ptr<CpuMemoryTracker::Counters> counters)
-      : counters_(std::move(counters)) {}
+      : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(
+            torch::profiler::impl::ProfilerState::Disabled)),
+        counters_(std::move(counters)) {}
+
+  torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return torch::profiler::impl::ActiveProfilerType::NONE;
+  }
 
   void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size,
                          torch_compat::ReportedTotal /*total_allocated*/,

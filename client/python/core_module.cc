@@ -204,17 +204,20 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "get_plan",
           [](Planner& p, const std::string& model, Features features,
-             int64_t budget_bytes, const std::string& solver, bool offload) {
+             int64_t budget_bytes, const std::string& solver, bool offload,
+             bool offload_checkpoints) {
             PlanRequest request;
             request.model = model;
             request.features = std::move(features);
             request.budget_bytes = budget_bytes;
             request.solver = solver;
             request.offload = offload;
+            request.offload_checkpoints = offload_checkpoints;
             return Value(NoGil([&] { return p.GetPlan(request); }));
           },
           py::arg("model"), py::arg("features"), py::arg("budget_bytes"),
-          py::arg("solver") = "", py::arg("offload") = true)
+          py::arg("solver") = "", py::arg("offload") = true,
+          py::arg("offload_checkpoints") = false)
       .def(
           "report_samples",
           [](Planner& p, const std::string& model,
@@ -308,7 +311,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PlanChooser>(m, "PlanChooser")
       .def(py::init([](Planner* planner, ModelSpec spec, size_t cache_capacity,
                        std::map<std::string, double> granularity,
-                       std::string solver, bool offload) {
+                       std::string solver, bool offload,
+                       bool offload_checkpoints) {
              PlanChooserOptions options;
              options.cache_capacity = cache_capacity;
              for (const auto& [name, g] : granularity) {
@@ -316,12 +320,14 @@ PYBIND11_MODULE(_core, m) {
              }
              options.solver = std::move(solver);
              options.offload = offload;
+             options.offload_checkpoints = offload_checkpoints;
              return std::make_unique<PlanChooser>(planner, std::move(spec),
                                                   options);
            }),
            py::arg("planner"), py::arg("spec"), py::arg("cache_capacity") = 256,
            py::arg("granularity") = std::map<std::string, double>{},
            py::arg("solver") = "", py::arg("offload") = false,
+           py::arg("offload_checkpoints") = false,
            // The chooser holds the planner: keep it alive as long.
            py::keep_alive<1, 2>())
       .def("choose", &PlanChooser::Choose, py::arg("features"),
@@ -330,10 +336,12 @@ PYBIND11_MODULE(_core, m) {
       .def_static(
           "check_actions",
           [](const ModelSpec& spec, const std::vector<Action>& actions,
-             bool offload) {
-            Check(PlanChooser::CheckActions(spec, actions, offload));
+             bool offload, bool offload_checkpoints) {
+            Check(PlanChooser::CheckActions(spec, actions, offload,
+                                            offload_checkpoints));
           },
-          py::arg("spec"), py::arg("actions"), py::arg("offload") = false)
+          py::arg("spec"), py::arg("actions"), py::arg("offload") = false,
+          py::arg("offload_checkpoints") = false)
       .def("invalidate_plans", &PlanChooser::InvalidatePlans)
       .def("stats", &PlanChooser::stats);
 

@@ -38,6 +38,15 @@ Actions, per block:
   the backward of the block above begins, at the end of forward for the
   last block. Values come back bit for bit. Without a copy engine the
   planner is asked for plans without OFFLOAD.
+* RECOMPUTE_OFFLOAD (with a copy engine) recomputes the block from a
+  checkpoint that waits in host memory: after a recomputed block it runs
+  through ``torch.utils.checkpoint.checkpoint`` with ``use_reentrant=True``
+  (which saves its positional tensor inputs for backward) under the same
+  hooks, so those inputs go to host and come back as OFFLOAD's do; keyword
+  arguments (a mask) stay on the device. Elsewhere (the first block, after
+  a block that is not recomputed, or when no positional input needs a
+  gradient or a keyword tensor does) it runs as RECOMPUTE. A COLLECT step
+  measures it as it measures RECOMPUTE.
 
 Calling conventions: the first block is called with ``forward``'s
 arguments; each later block with the previous block's output as its first
@@ -264,7 +273,8 @@ class PlannedModule(nn.Module):
         self.chooser = _core.PlanChooser(
             self.planner, self.spec, cache_capacity=cache_capacity,
             granularity=dict(granularity or {}), solver=solver,
-            offload=copy_engine is not None)
+            offload=copy_engine is not None,
+            offload_checkpoints=copy_engine is not None)
         self.memory = memory
         self.trace = trace
         self.preserve_rng_state = preserve_rng_state
@@ -324,6 +334,7 @@ class PlannedModule(nn.Module):
         without a copy engine among them."""
         actions = list(actions)
         _core.PlanChooser.check_actions(self.spec, actions,
+                                        self.copy_engine is not None,
                                         self.copy_engine is not None)
         return self._run(_Runner(self, actions), args, kwargs)
 
@@ -376,7 +387,7 @@ class _Runner:
             below, self.below = self.below, None
             out = _map_first_grad_tensor(
                 out, lambda t: _core.prefetch_on_backward(t, below))
-        if self.actions_run[i] == Action.OFFLOAD:
+        if self.actions_run[i] in (Action.OFFLOAD, Action.RECOMPUTE_OFFLOAD):
             self.below = self._group
         return out
 
@@ -402,8 +413,12 @@ class _Runner:
             out = block(*args, **kwargs)
             sampler.after_block(i)
             return out
-        if action == Action.RECOMPUTE:
+        if action == Action.RECOMPUTE_OFFLOAD and self._sends_checkpoint(
+                i, args, kwargs):
             self.actions_run[i] = action
+            return self._recompute_offload(i, block, args, kwargs)
+        if action in (Action.RECOMPUTE, Action.RECOMPUTE_OFFLOAD):
+            self.actions_run[i] = Action.RECOMPUTE
             return self._recompute(i, block, args, kwargs)
         if action == Action.OFFLOAD:
             self.actions_run[i] = action
@@ -472,6 +487,71 @@ class _Runner:
             outputs = [t for t in (out if isinstance(out, tuple) else (out,))
                        if isinstance(t, torch.Tensor)]
             self._group = offloader.end_block(outputs)
+        return out
+
+    def _sends_checkpoint(self, i: int, args: Tuple[Any, ...],
+                          kwargs: Dict[str, Any]) -> bool:
+        """Whether block i's RECOMPUTE_OFFLOAD acts (see the module's
+        docstring)."""
+        if self.owner.copy_engine is None:
+            raise Error("FAILED_PRECONDITION",
+                        f"block {i} ({self.owner.spec.blocks[i].name}): "
+                        "RECOMPUTE_OFFLOAD needs a copy engine (PlannedModule("
+                        "copy_engine=remat.CopyEngine(device)))")
+        if i == 0 or self.actions[i - 1] not in (Action.RECOMPUTE,
+                                                  Action.RECOMPUTE_OFFLOAD):
+            return False
+        if not torch.is_grad_enabled():
+            return False
+        if any(isinstance(v, torch.Tensor) and v.requires_grad
+               for v in kwargs.values()):
+            return False
+        return any(isinstance(a, torch.Tensor) and a.requires_grad
+                   for a in args)
+
+    def _recompute_offload(self, i: int, block: nn.Module,
+                           args: Tuple[Any, ...],
+                           kwargs: Dict[str, Any]) -> Any:
+        if self.offloader is None:
+            self.offloader = _core.Offloader(self.owner.copy_engine,
+                                             self.owner.offload_min_bytes)
+        offloader = self.offloader
+        sampler = self.sampler
+        calls = [0]
+
+        def run(*a: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == 1:
+                if sampler is not None:
+                    self._count_transfer(i, block, a, kwargs)
+                return block(*a, **kwargs)  # forward: nothing is saved
+            self.recomputes[i] += 1
+            if sampler is None:
+                return block(*a, **kwargs)
+            sampler.before_block(i, _tensor_bytes(a[0]))
+            out = block(*a, **kwargs)
+            sampler.after_block(i)
+            return out
+
+        # Keyword tensors, parameters and buffers stay; the positional
+        # inputs (the checkpoint, saved by reentrant checkpointing) go.
+        stays = [t for t in kwargs.values() if isinstance(t, torch.Tensor)]
+        stays += list(block.parameters()) + list(block.buffers())
+        offloader.begin_block(stays)
+        out = None
+        try:
+            with saved_tensors_hooks(offloader.pack, _unpack):
+                out = checkpoint(run, *args, use_reentrant=True,
+                                 preserve_rng_state=self.owner.preserve_rng_state)
+        finally:
+            outputs = [t for t in (out if isinstance(out, tuple) else (out,))
+                       if isinstance(t, torch.Tensor)]
+            self._group = offloader.end_block(outputs)
+        first = args[0] if args else None
+        if (sampler is not None and isinstance(first, torch.Tensor) and
+                first.requires_grad):
+            first.register_hook(
+                lambda grad: (sampler.after_backward(i), grad)[1])
         return out
 
     def _recompute(self, i: int, block: nn.Module, args: Tuple[Any, ...],
