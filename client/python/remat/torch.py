@@ -516,23 +516,8 @@ class _Runner:
             self.offloader = _core.Offloader(self.owner.copy_engine,
                                              self.owner.offload_min_bytes)
         offloader = self.offloader
-        sampler = self.sampler
-        calls = [0]
-
-        def run(*a: Any) -> Any:
-            calls[0] += 1
-            if calls[0] == 1:
-                if sampler is not None:
-                    self._count_transfer(i, block, a, kwargs)
-                return block(*a, **kwargs)  # forward: nothing is saved
-            self.recomputes[i] += 1
-            if sampler is None:
-                return block(*a, **kwargs)
-            sampler.before_block(i, _tensor_bytes(a[0]))
-            out = block(*a, **kwargs)
-            sampler.after_block(i)
-            return out
-
+        # Reentrant checkpointing takes no keyword arguments: bound here.
+        run = self._checkpointed(i, block, kwargs)
         # Keyword tensors, parameters and buffers stay; the positional
         # inputs (the checkpoint, saved by reentrant checkpointing) go.
         stays = [t for t in kwargs.values() if isinstance(t, torch.Tensor)]
@@ -547,19 +532,20 @@ class _Runner:
             outputs = [t for t in (out if isinstance(out, tuple) else (out,))
                        if isinstance(t, torch.Tensor)]
             self._group = offloader.end_block(outputs)
-        first = args[0] if args else None
-        if (sampler is not None and isinstance(first, torch.Tensor) and
-                first.requires_grad):
-            first.register_hook(
-                lambda grad: (sampler.after_backward(i), grad)[1])
+        self._measure_backward(i, args)
         return out
 
-    def _recompute(self, i: int, block: nn.Module, args: Tuple[Any, ...],
-                   kwargs: Dict[str, Any]) -> Any:
+    def _checkpointed(self, i: int, block: nn.Module,
+                      bound: Dict[str, Any]) -> Callable[..., Any]:
+        """Block i as checkpointing calls it (with `bound` keyword
+        arguments): the first call is the forward, later ones recompute
+        (counted); in a COLLECT step the forward counts what OFFLOAD would
+        move and the recompute is measured."""
         sampler = self.sampler
         calls = [0]
 
         def run(*a: Any, **k: Any) -> Any:
+            k = {**bound, **k}
             calls[0] += 1
             if calls[0] == 1:
                 if sampler is not None:
@@ -575,20 +561,31 @@ class _Runner:
             sampler.after_block(i)
             return out
 
+        return run
+
+    def _measure_backward(self, i: int, args: Tuple[Any, ...]) -> None:
+        """In a COLLECT step, block i's backward is done when the gradient
+        of its input is (then its workspace window closes)."""
+        sampler = self.sampler
+        first = args[0] if args else None
+        if (sampler is not None and isinstance(first, torch.Tensor) and
+                first.requires_grad):
+            first.register_hook(
+                lambda grad: (sampler.after_backward(i), grad)[1])
+
+    def _recompute(self, i: int, block: nn.Module, args: Tuple[Any, ...],
+                   kwargs: Dict[str, Any]) -> Any:
+        run = self._checkpointed(i, block, {})
         preserve = self.owner.preserve_rng_state
-        if sampler is None:
+        if self.sampler is None:
             return checkpoint(run, *args, use_reentrant=False,
                               preserve_rng_state=preserve, **kwargs)
         # Collecting: the whole block is recomputed (no early stop), so its
-        # activations are measured whole; its backward is done when the
-        # gradient of its input is (then the workspace window closes).
+        # activations are measured whole.
         with set_checkpoint_early_stop(False):
             out = checkpoint(run, *args, use_reentrant=False,
                              preserve_rng_state=preserve, **kwargs)
-        first = args[0] if args else None
-        if isinstance(first, torch.Tensor) and first.requires_grad:
-            first.register_hook(
-                lambda grad: (sampler.after_backward(i), grad)[1])
+        self._measure_backward(i, args)
         return out
 
 
