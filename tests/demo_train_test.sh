@@ -158,7 +158,7 @@ wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
 # with checkpoints sent to host (collection included), every step fits.
 deep=(--steps 30 --depth 8 --sublayers --width 128 --heads 2 --ffn 256
       --min-seq 32 --max-seq 128 --median-seq 90 --budget-fraction 0.22
-      --host-link-gbps 0.05 --seed 3 --threads 1)
+      --host-link-gbps 1 --seed 3 --threads 1)
 "$train" "${deep[@]}" --no-offload >"$dir/deep_plain.out" 2>&1
 [ $? -eq 3 ] || fail "the deep run fits without a copy engine: $(tail -3 "$dir/deep_plain.out")"
 start_daemon "$dir/state3"
