@@ -156,6 +156,13 @@ wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
 # blocks) at 22% of its no-checkpoint peak. Without a copy engine no plan
 # fits the longest batches (steps over budget: exit 3); against rematd,
 # with checkpoints sent to host (collection included), every step fits.
+# Debian's LibTorch 1.13 only: with LibTorch 2.x this model's blocks
+# allocate less (recomputing every block peaks at 20.5 MiB, not 24.7),
+# and the estimator's bound on the smallest peak with checkpoints on host
+# (22.2 MiB at 128 tokens) is above that, so no budget separates the two.
+if [ "${1:-}" = "--libtorch2" ]; then
+  echo "skipped with LibTorch 2.x: the below-recompute-all case (see above)"
+else
 deep=(--steps 30 --depth 8 --sublayers --width 128 --heads 2 --ffn 256
       --min-seq 32 --max-seq 128 --median-seq 90 --budget-fraction 0.22
       --host-link-gbps 1 --seed 3 --threads 1)
@@ -170,5 +177,6 @@ grep -qE "^step .* exact .* ckpt-to-host [1-9]" "$dir/deep.out" ||
   fail "a report failed: $(grep failed "$dir/deep.out" | head -2)"
 kill -TERM "$daemon"
 wait "$daemon" || fail "rematd did not exit cleanly on SIGTERM"
+fi
 trap 'rm -rf "$dir"' EXIT
 [ "$failures" -eq 0 ] && echo "PASS" || exit 1
