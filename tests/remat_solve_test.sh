@@ -42,6 +42,17 @@ expect_rc 0 "delta with a link" "$remat" solve --instance "$tmp/link.json" \
 grep -q '"OFFLOAD"' "$tmp/out" || fail "delta json: no OFFLOAD with a link: $(cat "$tmp/out")"
 grep -q '"optimality_gap_ns":null' "$tmp/out" || fail "delta json: a heuristic proves nothing"
 
+# Below what recomputing every block needs (2800 MiB less the margin):
+# no plan fits (exit 3) until the instance may send checkpoints to host.
+sed 's/"budget_bytes": "6GiB"/"d2h_bytes_per_s": "1PB", "h2d_bytes_per_s": "1PB", "budget_bytes": "2800MiB"/' \
+  "$instance" >"$tmp/tight.json"
+expect_rc 3 "below recompute-all" "$remat" solve --instance "$tmp/tight.json" -o json
+sed 's/"budget_bytes":/"offload_checkpoints": true, "budget_bytes":/' \
+  "$tmp/tight.json" >"$tmp/tight_ckpt.json"
+expect_rc 0 "checkpoints to host" "$remat" solve --instance "$tmp/tight_ckpt.json" -o json
+grep -q '"RECOMPUTE_OFFLOAD"' "$tmp/out" || fail "checkpoints to host: none sent: $(cat "$tmp/out")"
+grep -q '"feasible":true' "$tmp/out" || fail "checkpoints to host: not feasible"
+
 # Every solver: "none" cannot fit, so exit 3, and a line each.
 expect_rc 3 "all solvers json" "$remat" solve --instance "$instance" \
   --solver all -o json
