@@ -174,7 +174,7 @@ Tensors CheckpointedSequentialImpl::forward(
         // The checkpoint goes to host only where the memory model says it
         // frees something: after a recomputed block, whose output nothing
         // else holds (plan.h, EffectiveAction). Side inputs stay.
-        if (!ro || i == 0 || !Recomputes(actions[i - 1])) {
+        if (!SendsCheckpoint(actions, i)) {
           x = checkpointed(all);
           break;
         }

@@ -177,9 +177,7 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
     const Action a = choice.actions[i];
     r.recomputed_blocks += Recomputes(a);
     r.offloaded_blocks += a == Action::kOffload;
-    // Where it acts (plan.h): after a recomputed block.
-    r.checkpoints_sent += a == Action::kRecomputeOffload && i > 0 &&
-                          Recomputes(choice.actions[i - 1]);
+    r.checkpoints_sent += SendsCheckpoint(choice.actions, i);
   }
   r.predicted_peak_bytes = choice.predicted_peak_bytes;
   r.measured_peak_bytes = step->measured_peak_bytes().value_or(0);

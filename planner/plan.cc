@@ -63,8 +63,9 @@ double TransferNs(int64_t bytes, double bytes_per_s) {
 Action EffectiveAction(const PlanProblem& problem,
                        const std::vector<Action>& actions, size_t i) {
   if (actions[i] != Action::kRecomputeOffload) return actions[i];
-  const bool acts = problem.has_link() && i > 0 && Recomputes(actions[i - 1]);
-  return acts ? Action::kRecomputeOffload : Action::kRecompute;
+  return problem.has_link() && SendsCheckpoint(actions, i)
+             ? Action::kRecomputeOffload
+             : Action::kRecompute;
 }
 
 StepSimulation SimulateStep(const PlanProblem& problem,

@@ -178,6 +178,14 @@ int64_t PredictedPeakBytes(const PlanProblem& problem,
 int64_t PredictedPeakBytesV1(const PlanProblem& problem,
                              const std::vector<Action>& actions);
 
+// Whether block i's checkpoint goes to host where a copy engine (a link)
+// exists: a RECOMPUTE_OFFLOAD after a recomputed block (see Action). The
+// one statement of that rule, for the memory model and the runtime.
+inline bool SendsCheckpoint(const std::vector<Action>& actions, size_t i) {
+  return actions[i] == Action::kRecomputeOffload && i > 0 &&
+         Recomputes(actions[i - 1]);
+}
+
 // `actions[i]`, except RECOMPUTE where a RECOMPUTE_OFFLOAD does not act
 // (see Action): what the memory model and the runtime do for block i.
 Action EffectiveAction(const PlanProblem& problem,
