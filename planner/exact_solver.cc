@@ -18,29 +18,20 @@
 // constraints along the chain. Minimise the recompute time, then the
 // number of recomputed blocks.
 //
-// Search: a dynamic programme over the candidate blocks in chain order.
-// A state is (S, cost, count) for a choice among the blocks decided so
-// far; before deciding the blocks at or above k, states with S < need_k
-// are dropped. A state dominates another with no more saving, no lower
-// cost and no fewer blocks, so each front is a Pareto front: saving up,
-// (cost, count) up. Savings above every need still ahead are worth nothing
-// more and are capped there, which merges states. A state is dropped when
-// it cannot reach a later need with every block left recomputed, or when
-// its cost plus a lower bound on what the blocks left must still cost
-// reaches the best plan found: the larger of the LP bound on covering its
-// largest remaining shortfall (cheapest per byte first, a Fenwick tree
-// over cost per byte) and the Lagrangian bound over every need ahead
-// (PrefixBound). The best plan starts as a greedy
-// one (recompute the cheapest per byte until every need is met, then drop
-// what is not needed, dearest first) and improves whenever a state meets
-// every need ahead. Bytes are never rounded. States of equal saving
-// keep only the cheapest: structurally identical layers have equal
-// savings, so without that a front grows with the number of ways to reach
-// the same saving (seconds at 1000 blocks; milliseconds with it).
-// Before the search, reduced-cost fixing (see below) decides the
-// candidates whose deviation from the LP's choice alone would cost more
-// than the gap between the greedy plan and the LP bound (with the largest
-// need's price, and with the prices of every need).
+// Search: a dynamic programme that decides the candidates from the top of
+// the chain down, a state being what the blocks still undecided must save
+// (ReverseSearch says how). Near the end of the chain the needs form a
+// staircase that the state follows exactly; below it every need is met
+// once the total is, so the rest is one covering knapsack, decided in the
+// order a knapsack core is expanded (closest to the LP's price per byte
+// first) and pruned by a Lagrangian bound that charges each byte a
+// completion differs from the LP's choice. The best plan starts as a
+// greedy one (recompute the cheapest per byte until every need is met,
+// then drop what is not needed, dearest first) and improves whenever a
+// state meets every need, or the LP's choice completes it. Bytes are never
+// rounded. States of equal need keep only the cheapest: structurally
+// identical layers have equal savings, so without that a front grows with
+// the number of ways to reach the same saving.
 //
 // The smallest reachable peak recomputes every candidate: that minimises
 // every prefix at once. When even it does not fit, it is the answer.
@@ -146,15 +137,16 @@ class LpBound {
   std::vector<int64_t> fc_;
 };
 
-// One front state.
+// One front state of the search: g is what the items not yet decided must
+// still save (see ReverseSearch).
 struct State {
-  int64_t sigma;  // savings so far, capped at the largest need ahead
-  int64_t cost;   // total forward_ns
-  int32_t count;  // number of items
-  int32_t node;   // last chosen item in the node arena, -1 for none
+  int64_t g;
+  int64_t cost;   // total forward_ns of the items taken
+  int32_t count;  // number of items taken
+  int32_t node;   // last taken item in the node arena, -1 for none
 };
 
-// Parent-linked list of chosen items.
+// Parent-linked list of taken items.
 struct Node {
   int32_t item;
   int32_t parent;
@@ -175,300 +167,223 @@ bool MeetsNeeds(const std::vector<Item>& items, const std::vector<char>& chosen,
   return true;
 }
 
-// What the items in chain order must save. saved[p]: the savings of every
-// item before p; reach[p] + saved[p]: the least saving a state before item
-// p needs to meet every need ahead even with every later item taken;
-// ahead[p]: the largest need ahead (more saving is worth nothing).
-struct Needs {
-  std::vector<int64_t> req, saved, reach, ahead;
-};
-
-Needs NeedsOf(const std::vector<Item>& items, std::vector<int64_t> req) {
-  const size_t m = items.size();
-  Needs n{std::move(req), std::vector<int64_t>(m + 1, 0),
-          std::vector<int64_t>(m + 1), std::vector<int64_t>(m + 1)};
-  for (size_t p = 0; p < m; ++p) n.saved[p + 1] = n.saved[p] + items[p].s;
-  n.reach[m] = n.req[m] - n.saved[m];
-  n.ahead[m] = n.req[m];
-  for (size_t p = m; p-- > 0;) {
-    n.reach[p] = std::max(n.reach[p + 1], n.req[p] - n.saved[p]);
-    n.ahead[p] = std::max(n.ahead[p + 1], n.req[p]);
-  }
-  return n;
-}
-
-// A lower bound that sees every need at once, not only the largest one
-// ahead: the Lagrangian of the prefix constraints. With prices mu_p >= 0 on
-// "the items before p save at least R_p" (R_p: the largest need up to p,
-// at least 0, which every plan that meets the needs also meets) and
-// M_q = sum_{p > q} mu_p the price a byte saved by item q earns, any plan
-// that extends a state before item p (saving sigma, cost) costs at least
-//
-//   cost + sum_{p' > p} mu_p' (R_p' - sigma) + sum_{q >= p} min(0, c_q - s_q M_q)
-//
-// (weak duality; valid for any non-increasing M >= 0). The prices are the
-// LP's optimal ones, found once: the dual is the maximum over non-increasing
-// M of sum_q [M_q d_q - s_q max(0, M_q - c_q / s_q)] (d_q = R_{q+1} - R_q,
-// the need that first appears after item q), a separable concave objective
-// under an order constraint, which pool-adjacent-violators solves: a block
-// of items sharing one price is best at the price where the savings of its
-// items cheaper per byte first cover its need. Per state the bound is then
-// linear in sigma: cost + Offset(p) - sigma * Price(p). It is computed in
-// doubles and lowered by a safety slack, so rounding never makes it exceed
-// the true bound. Where the needs bind only at the end (one constraint),
-// it equals the LP bound the search already uses; near the end of a chain
-// under a tight budget, where later blocks cannot help earlier needs, it is
-// up to a block's cost higher.
-class PrefixBound {
- public:
-  PrefixBound(const std::vector<Item>& items, const std::vector<int64_t>& req) {
-    const size_t m = items.size();
-    // R and the need each item is the last one before.
-    std::vector<double> r(m + 1, 0), d(m, 0);
-    double run = 0;
-    for (size_t p = 0; p <= m; ++p) {
-      run = std::max(run, static_cast<double>(req[p]));
-      r[p] = run;
-    }
-    for (size_t q = 0; q < m; ++q) d[q] = r[q + 1] - r[q];
-    // Pool adjacent violators: blocks of items in chain order, prices
-    // non-increasing from block to block. A block's price is the cost per
-    // byte at which its items, cheaper per byte first, cover its need: a
-    // weighted quantile over a range of the chain, which a persistent
-    // segment tree over the items' ranks in cost-per-byte order answers in
-    // O(log m) (version q holds the items before q). The prices need not
-    // be exact to keep the bound valid (any non-increasing M is), so
-    // doubles do.
-    std::vector<size_t> order(m);
-    std::iota(order.begin(), order.end(), 0);
-    std::vector<double> ratio(m);
-    for (size_t q = 0; q < m; ++q) {
-      ratio[q] = static_cast<double>(items[q].c) / items[q].s;
-    }
-    std::sort(order.begin(), order.end(),
-              [&](size_t x, size_t y) { return ratio[x] < ratio[y]; });
-    std::vector<int> rank(m);
-    for (size_t r = 0; r < m; ++r) rank[order[r]] = static_cast<int>(r);
-    struct Node {
-      int left, right;
-      double sum;
-    };
-    std::vector<Node> tree = {{0, 0, 0}};  // node 0: the empty tree
-    tree.reserve(1 + m * 2 * (1 + static_cast<size_t>(std::log2(m + 1) + 1)));
-    std::vector<int> root(m + 1, 0);
-    const int ranks = static_cast<int>(std::max<size_t>(m, 1));
-    for (size_t q = 0; q < m; ++q) {
-      // A copy of the path to rank[q], each node's sum grown by s_q.
-      int from = root[q], lo = 0, hi = ranks - 1;
-      root[q + 1] = static_cast<int>(tree.size());
-      tree.push_back(tree[from]);
-      for (int at = root[q + 1];;) {
-        tree[at].sum += static_cast<double>(items[q].s);
-        if (lo == hi) break;
-        const int mid = (lo + hi) / 2;
-        const bool go_left = rank[q] <= mid;
-        from = go_left ? tree[from].left : tree[from].right;
-        const int child = static_cast<int>(tree.size());
-        tree.push_back(tree[from]);
-        (go_left ? tree[at].left : tree[at].right) = child;
-        at = child;
-        (go_left ? hi : lo) = go_left ? mid : mid + 1;
-      }
-    }
-    // The price of items [first, last] for `need`; infinite when they
-    // cannot cover it.
-    auto price_of = [&](size_t first, size_t last, double need) {
-      if (need <= 0) return 0.0;
-      int a = root[last + 1], b = root[first];
-      if (tree[a].sum - tree[b].sum < need) {
-        return std::numeric_limits<double>::infinity();
-      }
-      int lo = 0, hi = ranks - 1;
-      while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        const double left = tree[tree[a].left].sum - tree[tree[b].left].sum;
-        if (left >= need) {
-          a = tree[a].left;
-          b = tree[b].left;
-          hi = mid;
-        } else {
-          need -= left;
-          a = tree[a].right;
-          b = tree[b].right;
-          lo = mid + 1;
-        }
-      }
-      return ratio[order[lo]];
-    };
-    struct Block {
-      size_t first, last;  // items [first, last]
-      double need;
-      double price;
-    };
-    std::vector<Block> blocks;
-    for (size_t q = 0; q < m; ++q) {
-      Block b{q, q, d[q], price_of(q, q, d[q])};
-      while (!blocks.empty() && blocks.back().price < b.price) {
-        b.first = blocks.back().first;
-        b.need += blocks.back().need;
-        b.price = price_of(b.first, b.last, b.need);
-        blocks.pop_back();
-      }
-      blocks.push_back(b);
-    }
-    price_.assign(m + 1, 0);
-    for (const Block& b : blocks) {
-      // An infinite price only when the first block alone cannot meet its
-      // need, which the search rules out before it starts; keep M finite.
-      const double price = std::isfinite(b.price) ? b.price : 0;
-      for (size_t q = b.first; q <= b.last; ++q) price_[q] = price;
-    }
-    // Offset(p) = sum_{p' > p} mu_p' R_p' + sum_{q >= p} min(0, c_q - s_q M_q),
-    // mu_p' = M_{p'-1} - M_p' (M_m = 0).
-    offset_.assign(m + 1, 0);
-    slack_.assign(m + 1, 0);
-    double magnitude = 0;
-    for (size_t p = m; p-- > 0;) {
-      const double mu = price_[p] - price_[p + 1];
-      const double reduced =
-          static_cast<double>(items[p].c) - items[p].s * price_[p];
-      offset_[p] = offset_[p + 1] + mu * r[p + 1] + std::min(0.0, reduced);
-      magnitude += std::abs(mu * r[p + 1]) + std::abs(reduced);
-      slack_[p] = 1e-9 * (magnitude + price_[p] * r[m]) + 4;
-    }
-  }
-
-  // The price a byte saved by item q earns (M_q).
-  double Price(size_t q) const { return price_[q]; }
-  // Rest(0, 0) is the LP bound on the whole problem, less the slack; a
-  // reduced cost c_q - s_q M_q computed in doubles is within Slack(0) of
-  // its true value.
-  double Slack(size_t p) const { return slack_[p]; }
-
-  // The bound on what a state before item p, saving sigma, still costs.
-  int64_t Rest(size_t p, int64_t sigma) const {
-    const double v = offset_[p] - static_cast<double>(sigma) * price_[p] -
-                     slack_[p];
-    if (v <= 0) return 0;
-    return v >= static_cast<double>(kInf) ? kInf : static_cast<int64_t>(v);
-  }
-
- private:
-  std::vector<double> price_;   // M_q
-  std::vector<double> offset_;  // Offset(p)
-  std::vector<double> slack_;   // rounding allowance of Offset(p)
-};
-
-// The best plan known: its (cost, count) and how to rebuild it.
+// The best plan known: its (cost, count) and how to rebuild it: the items
+// of a node chain, plus (from >= 0) the items the search's default
+// completion takes from processing index `from` on.
 struct Best {
   int64_t cost = kInf;
   int64_t count = kInf;
   int32_t node = -2;  // -2: the greedy plan (chosen); else a node chain
+  int32_t from = -1;
 };
 
-// The dynamic programme over the items in chain order.
-class Search {
+// The dynamic programme, deciding the items from the top of the chain
+// down. Before item p is decided, a state is one number g: what the items
+// below p must still save for every need at or above p to be met. From the
+// top, g = req[m], and deciding item p (x = 1 when recomputed)
+//
+//   g' = max(req[p], g - s_p x)   clamped at 0 (any g <= 0 is met),
+//
+// and a plan meets every need when g is 0 at the bottom. Lower g and lower
+// (cost, count) are better, so each front is a Pareto front: g up,
+// (cost, count) down; states of equal g keep only the cheapest, which
+// merges structurally identical layers.
+//
+// Far from the end of the chain, the max is never active: there
+// req[p] <= gmin[p+1] - s_p, with gmin the g of the plan that recomputes
+// every item above (the least g any state can have). Below the first
+// position where it may be active (the tail: the staircase of needs near
+// the end of the chain), every plan meets its needs exactly when the items
+// there save g: a single covering knapsack, whose items can be decided in
+// any order. They go in the order of |c_i - lambda s_i| (lambda: the LP's
+// price per byte), closest first, as a knapsack core is expanded: the
+// items where the LP hesitates branch, the rest are pruned to the LP's
+// choice by the bound almost at once.
+//
+// Bound: every state that still needs g costs at least
+// cost + lambda g + sum over undecided items of min(0, c_i - lambda s_i)
+// (weak duality of "the undecided items save at least g", a relaxation of
+// every need below; tight for the knapsack part). A state is dropped when
+// its bound reaches the best plan, or when even every undecided item
+// cannot save g. Below the tail, a state whose g the undecided items with
+// c_i < lambda s_i cover is completed with them, which gives the best plan
+// early (as a core algorithm's break solution does).
+class ReverseSearch {
  public:
-  Search(const std::vector<Item>& items, const std::vector<Item>& by_rank,
-         const std::vector<int>& rank_of, const std::vector<int8_t>& fixed,
-         const PrefixBound& prefix, int64_t max_nodes,
-         std::chrono::nanoseconds time_limit, ExactStats* st)
+  ReverseSearch(const std::vector<Item>& items, const std::vector<int64_t>& req,
+                double lambda, int64_t max_nodes,
+                std::chrono::nanoseconds time_limit, ExactStats* st)
       : items_(items),
-        by_rank_(by_rank),
-        rank_of_(rank_of),
-        fixed_(fixed),
-        prefix_(prefix),
+        req_(req),
+        m_(static_cast<int>(items.size())),
+        lambda_(lambda),
         max_nodes_(max_nodes),
         time_limit_(time_limit),
         start_(std::chrono::steady_clock::now()),
-        st_(st) {}
-
-  // Decides the items in chain order under `needs`. Improves `best`;
-  // false when the work or time limit stopped it.
-  bool Run(const Needs& needs, Best* best) {
-    const int m = static_cast<int>(items_.size());
-    LpBound lp(by_rank_);
-    for (int p = 0; p < m; ++p) {
-      if (fixed_[p] >= 0) lp.Add(rank_of_[p], +1);
+        st_(st) {
+    const int m = m_;
+    // The tail: items from the lowest position where the max can act.
+    std::vector<int64_t> gmin(m + 1);
+    gmin[m] = req[m];
+    for (int p = m; p-- > 0;) gmin[p] = std::max(req[p], gmin[p + 1] - items[p].s);
+    body_ = 0;
+    while (body_ < m && req[body_] <= gmin[body_ + 1] - items[body_].s) ++body_;
+    // Whether every need below position p is met by saving nothing.
+    none_below_.assign(m + 1, true);
+    for (int p = 1; p <= m; ++p) {
+      none_below_[p] = none_below_[p - 1] && req[p - 1] <= 0;
     }
-    std::vector<State> front = {{0, 0, 0, -1}};
-    for (int p = 0; p < m && !front.empty(); ++p) {
+    // Processing order: the tail from the top down, then the body closest
+    // to the LP's price first (ties by chain position).
+    r_.resize(m);
+    double magnitude = 0;
+    for (int p = 0; p < m; ++p) {
+      r_[p] = static_cast<double>(items[p].c) - lambda * items[p].s;
+      magnitude += std::abs(r_[p]);
+    }
+    for (int p = m; p-- > body_;) order_.push_back(p);
+    std::vector<int> body(body_);
+    std::iota(body.begin(), body.end(), 0);
+    std::sort(body.begin(), body.end(), [&](int x, int y) {
+      const double ax = std::abs(r_[x]) / static_cast<double>(items[x].s);
+      const double ay = std::abs(r_[y]) / static_cast<double>(items[y].s);
+      return ax != ay ? ax < ay : x < y;
+    });
+    order_.insert(order_.end(), body.begin(), body.end());
+    // Suffix sums over the processing order.
+    neg_.assign(m + 1, 0);
+    left_s_.assign(m + 1, 0);
+    def_s_.assign(m + 1, 0);
+    def_c_.assign(m + 1, 0);
+    def_n_.assign(m + 1, 0);
+    rho_.assign(m + 1, std::numeric_limits<double>::infinity());
+    min_abs_.assign(m + 1, std::numeric_limits<double>::infinity());
+    for (int t = m; t-- > 0;) {
+      const int p = order_[t];
+      const bool lp_takes = r_[p] < 0;
+      rho_[t] = std::min(rho_[t + 1], std::abs(r_[p]) / items[p].s);
+      min_abs_[t] = std::min(min_abs_[t + 1], std::abs(r_[p]));
+      neg_[t] = neg_[t + 1] + std::min(0.0, r_[p]);
+      left_s_[t] = left_s_[t + 1] + items[p].s;
+      def_s_[t] = def_s_[t + 1] + (lp_takes ? items[p].s : 0);
+      def_c_[t] = def_c_[t + 1] + (lp_takes ? items[p].c : 0);
+      def_n_[t] = def_n_[t + 1] + lp_takes;
+    }
+    int64_t largest_need = 0;
+    for (int64_t need : req) largest_need = std::max(largest_need, need);
+    slack_ = 1e-9 * (lambda * static_cast<double>(largest_need) + magnitude) + 4;
+  }
+
+  // Items in the tail (decided with their needs, from the top down).
+  int tail() const { return m_ - body_; }
+
+  // A lower bound on the cost of any plan that extends a state needing g
+  // with the items from processing index t on undecided; at least `cost`.
+  int64_t Bound(int t, int64_t g, int64_t cost) const {
+    // A completion that saves S >= g costs lambda S + neg + the |r| of the
+    // items where it differs from the LP's choice, which save at least
+    // |S - def_s| between them at no less than rho per byte.
+    const double gd = static_cast<double>(g);
+    const double def = static_cast<double>(def_s_[t]);
+    const double rho = std::isfinite(rho_[t]) ? rho_[t] : 0;
+    const double least =
+        gd >= def ? lambda_ * gd + rho * (gd - def)
+                  : std::min(lambda_ * gd + rho * (def - gd), lambda_ * def);
+    return Ceil(static_cast<double>(cost) + neg_[t] + least, cost);
+  }
+
+  // The least integer at or above v less the rounding allowance; at least
+  // `floor`.
+  int64_t Ceil(double v, int64_t floor) const {
+    v -= slack_;
+    if (v <= static_cast<double>(floor)) return floor;
+    return v >= static_cast<double>(kInf) ? kInf
+                                         : static_cast<int64_t>(std::ceil(v));
+  }
+
+  // Decides every item. Improves `best`; false when the work or time
+  // limit stopped it (then st->lower_bound_ns is set).
+  bool Run(int64_t root_bound, Best* best) {
+    const int m = m_;
+    std::vector<State> front = {{std::max<int64_t>(req_[m], 0), 0, 0, -1}};
+    for (int t = 0; t < m && !front.empty(); ++t) {
       if (st_->nodes > max_nodes_ ||
           (time_limit_.count() > 0 &&
            std::chrono::steady_clock::now() - start_ >= time_limit_)) {
         st_->stopped_at_limit = true;
-        // A cheaper plan extends some state of the front: each costs at
-        // least its own bound (lp holds the items still undecided).
         int64_t bound = best->cost;
         for (const State& x : front) {
-          const int64_t rest = lp.LowerBound(needs.ahead[p] - x.sigma);
-          if (rest < kInf) {
-            bound = std::min(
-                bound, x.cost + std::max(rest, prefix_.Rest(p, x.sigma)));
-          }
+          bound = std::min(bound, Bound(t, x.g, x.cost));
         }
-        st_->lower_bound_ns = bound;
+        st_->lower_bound_ns = std::max(root_bound, std::min(bound, best->cost));
         return false;
       }
       ++st_->steps;
-      const int item = p;
-      const Item& it = items_[item];
-      if (fixed_[item] >= 0) lp.Add(rank_of_[item], -1);  // decided now
-      const int64_t ahead = needs.ahead[p + 1];
-      const int64_t least = needs.reach[p + 1] + needs.saved[p + 1];
+      const int p = order_[t];
+      const Item& it = items_[p];
+      const bool in_tail = t < tail();
+      const int64_t floor = in_tail ? std::max<int64_t>(req_[p], 0) : 0;
       keep_.clear();
       take_.clear();
       for (const State& x : front) {
-        if (fixed_[item] <= 0) {
-          keep_.push_back({std::min(x.sigma, ahead), x.cost, x.count, x.node});
-        }
-        if (x.sigma < ahead && fixed_[item] >= 0) {  // saving can matter
-          arena_.push_back({item, x.node});
-          take_.push_back({std::min(x.sigma + it.s, ahead), x.cost + it.c,
+        keep_.push_back({std::max(x.g, floor), x.cost, x.count, x.node});
+        if (x.g > 0) {  // its saving can matter
+          arena_.push_back({p, x.node});
+          take_.push_back({std::max(x.g - it.s, floor), x.cost + it.c,
                            x.count + 1,
                            static_cast<int32_t>(arena_.size() - 1)});
         }
       }
       st_->nodes += static_cast<int64_t>(keep_.size() + take_.size());
-      // Merge by saving (both lists ascend), then sweep from the largest
-      // saving down, keeping a state only if it is cheaper than all with
-      // more saving, and only if it can still meet every need and beat
-      // the best plan.
+      // Merge by g (both lists ascend), then sweep from the least g up,
+      // keeping a state only if it is cheaper than all with less g, and
+      // only if it can still be completed and beat the best plan.
       merged_.resize(keep_.size() + take_.size());
       std::merge(keep_.begin(), keep_.end(), take_.begin(), take_.end(),
-                 merged_.begin(), [](const State& x, const State& y) {
-                   return x.sigma < y.sigma;
-                 });
+                 merged_.begin(),
+                 [](const State& x, const State& y) { return x.g < y.g; });
       front.clear();
+      // A state below the tail or at its bottom is done at g = 0; in the
+      // tail, only if no need below asks for a saving.
+      const bool done_at_zero = !in_tail || none_below_[p];
       int64_t seen_cost = kInf, seen_count = kInf;
-      for (size_t q = merged_.size(); q-- > 0;) {
-        const State& x = merged_[q];
-        if (x.sigma < least) break;  // it, and every state below, falls short
+      for (const State& x : merged_) {
+        if (x.g > left_s_[t + 1]) break;  // it, and every state above, falls short
         if (!LexLess(x.cost, x.count, seen_cost, seen_count)) continue;
         seen_cost = x.cost;
         seen_count = x.count;
-        if (x.sigma >= ahead) {  // meets every need ahead as it is
+        if (x.g == 0 && done_at_zero) {  // meets every need as it is
           if (LexLess(x.cost, x.count, best->cost, best->count)) {
-            *best = {x.cost, x.count, x.node};
+            *best = {x.cost, x.count, x.node, -1};
           }
           continue;  // more items only cost more
         }
-        // At least one more item, at least the LP bound's cost.
-        const int64_t bound = std::max(lp.LowerBound(ahead - x.sigma),
-                                       prefix_.Rest(p + 1, x.sigma));
-        if (bound >= kInf ||
-            !LexLess(x.cost + bound, x.count + 1, best->cost, best->count)) {
+        if (!LexLess(Bound(t + 1, x.g, x.cost), x.count + (x.g > 0),
+                     best->cost, best->count)) {
           continue;
         }
-        // Equal savings: the cheaper replaces the state already kept
-        // (the merge leaves ties in either order).
-        if (!front.empty() && front.back().sigma == x.sigma) {
+        if (!in_tail) {
+          if (x.g <= def_s_[t + 1]) {  // the LP's choice completes it
+            const int64_t c = x.cost + def_c_[t + 1];
+            const int64_t n = x.count + def_n_[t + 1];
+            if (LexLess(c, n, best->cost, best->count)) {
+              *best = {c, n, x.node, t + 1};
+            }
+          }
+          // Any other completion differs from the LP's choice somewhere,
+          // which costs at least min_abs more than the Lagrangian bound.
+          const double lagrangian = static_cast<double>(x.cost) + neg_[t + 1] +
+                                    lambda_ * static_cast<double>(x.g);
+          if (Ceil(lagrangian + min_abs_[t + 1], x.cost) > best->cost) continue;
+        }
+        // Equal g: the cheaper replaces the state already kept (the merge
+        // leaves ties in either order).
+        if (!front.empty() && front.back().g == x.g) {
           front.back() = x;
         } else {
           front.push_back(x);
         }
       }
-      std::reverse(front.begin(), front.end());
       st_->states += static_cast<int64_t>(front.size());
       st_->max_front =
           std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
@@ -476,23 +391,37 @@ class Search {
     return true;
   }
 
-  // Marks the items of a node chain.
-  void Mark(int32_t node, std::vector<char>* chosen) const {
-    for (; node >= 0; node = arena_[node].parent) {
+  // Marks the items of the best plan `best` found here.
+  void Mark(const Best& best, std::vector<char>* chosen) const {
+    for (int32_t node = best.node; node >= 0; node = arena_[node].parent) {
       (*chosen)[arena_[node].item] = 1;
+    }
+    if (best.from < 0) return;
+    for (int t = best.from; t < m_; ++t) {
+      if (r_[order_[t]] < 0) (*chosen)[order_[t]] = 1;
     }
   }
 
  private:
   const std::vector<Item>& items_;
-  const std::vector<Item>& by_rank_;
-  const std::vector<int>& rank_of_;
-  const std::vector<int8_t>& fixed_;
-  const PrefixBound& prefix_;
+  const std::vector<int64_t>& req_;
+  const int m_;
+  const double lambda_;
   const int64_t max_nodes_;
   const std::chrono::nanoseconds time_limit_;
   const std::chrono::steady_clock::time_point start_;
   ExactStats* st_;
+  int body_ = 0;                  // items [0, body_) are the body
+  std::vector<bool> none_below_;  // by chain position
+  std::vector<double> r_;         // c - lambda s, by chain position
+  std::vector<int> order_;        // processing index -> chain position
+  // Suffix sums over the processing order, from index t on: the negative
+  // r, every saving, and the saving, cost and count of the LP's choice.
+  std::vector<double> neg_;
+  std::vector<int64_t> left_s_, def_s_, def_c_, def_n_;
+  // The least |r| / s and |r| of the undecided items.
+  std::vector<double> rho_, min_abs_;
+  double slack_ = 0;  // rounding allowance of Bound, in ns
   std::vector<Node> arena_;
   std::vector<State> keep_, take_, merged_;
 };
@@ -532,19 +461,21 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
   const int m = static_cast<int>(items.size());
   st.candidates = m;
 
-  const Needs needs = NeedsOf(items, std::move(req));
-  if (needs.ahead[0] <= 0) {
+  int64_t largest_need = 0;
+  for (int64_t need : req) largest_need = std::max(largest_need, need);
+  if (largest_need <= 0) {
     st.keep_all_fits = true;
     return actions;
   }
-  if (needs.reach[0] > 0) {  // even every item leaves a need unmet
+  if (!MeetsNeeds(items, std::vector<char>(m, 1), req)) {
+    // Even every item leaves a need unmet.
     st.infeasible = true;
     for (const Item& it : items) actions[it.block] = Action::kRecompute;
     return actions;
   }
 
-  // Ranks in cost/saving order (cheaper per byte first; then larger
-  // saving, then chain position) for the LP bounds and the greedy plan.
+  // Cost/saving order (cheaper per byte first; then larger saving, then
+  // chain position), for the LP's price and the greedy plan.
   std::vector<int> by_ratio(m);
   std::iota(by_ratio.begin(), by_ratio.end(), 0);
   std::sort(by_ratio.begin(), by_ratio.end(), [&](int x, int y) {
@@ -554,17 +485,11 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
     if (items[x].s != items[y].s) return items[x].s > items[y].s;
     return x < y;
   });
-  std::vector<int> rank_of(m);
-  std::vector<Item> by_rank(m);
-  for (int r = 0; r < m; ++r) {
-    rank_of[by_ratio[r]] = r + 1;
-    by_rank[r] = items[by_ratio[r]];
-  }
 
   // The greedy plan: cheapest per byte until every need is met, then drop
   // what is not needed, dearest first.
   std::vector<char> best_chosen(m, 0);
-  for (int r = 0; r < m && !MeetsNeeds(items, best_chosen, needs.req); ++r) {
+  for (int r = 0; r < m && !MeetsNeeds(items, best_chosen, req); ++r) {
     best_chosen[by_ratio[r]] = 1;
   }
   {
@@ -576,79 +501,45 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
     for (int p : dearest) {
       if (!best_chosen[p]) continue;
       best_chosen[p] = 0;
-      if (!MeetsNeeds(items, best_chosen, needs.req)) best_chosen[p] = 1;
+      if (!MeetsNeeds(items, best_chosen, req)) best_chosen[p] = 1;
     }
   }
-  int64_t best_cost = 0;
-  int64_t best_count = 0;
+  Best best{0, 0, -2, -1};
   for (int p = 0; p < m; ++p) {
     if (best_chosen[p]) {
-      best_cost += items[p].c;
-      ++best_count;
+      best.cost += items[p].c;
+      ++best.count;
     }
   }
-  st.heuristic_cost_ns = best_cost;
-  Best best{best_cost, best_count, -2};
+  st.heuristic_cost_ns = best.cost;
 
-  LpBound lp(by_rank);
-  for (int r = 1; r <= m; ++r) lp.Add(r, +1);
-
-  // Reduced-cost fixing. With lambda = c_b / s_b of the LP's break item
-  // for the largest need D (the covering LP over every item, a relaxation),
-  // any plan x costs at least LB + sum of |r_i| over the items where x
-  // differs from the LP's choice, r_i = c_i - lambda s_i and
-  // LB = lambda D + sum of the negative r_i. An item whose |r_i| alone
-  // exceeds best - LB is where every cheaper plan agrees with the LP: in
-  // when r_i < 0, out when r_i > 0. In units of s_b, exactly.
-  std::vector<int8_t> fixed(m, 0);
+  // The LP's price per byte: the cost per byte of the item that completes
+  // the cheapest-per-byte cover of the largest need.
+  double lambda = 0;
   {
-    int b = 0;
     int64_t covered = 0;
-    while (b + 1 < m && covered + by_rank[b].s < needs.ahead[0]) {
-      covered += by_rank[b++].s;
-    }
-    const __int128 cb = by_rank[b].c, sb = by_rank[b].s;
-    __int128 lb = cb * needs.ahead[0];
-    std::vector<__int128> r(m);
-    for (int p = 0; p < m; ++p) {
-      r[p] = static_cast<__int128>(items[p].c) * sb - cb * items[p].s;
-      if (r[p] < 0) lb += r[p];
-    }
-    const __int128 slack = sb * best.cost - lb;
-    for (int p = 0; p < m; ++p) {
-      if (r[p] > slack) fixed[p] = -1;
-      if (-r[p] > slack) fixed[p] = +1;
-    }
-  }
-  // The same with the prices of every need (PrefixBound), which fixes more
-  // where needs other than the largest bind. Either fixing alone is valid;
-  // where they disagree no plan is cheaper than the best one already
-  // known, which the search keeps.
-  const PrefixBound prefix(items, needs.req);
-  st.root_bound_ns =
-      std::max(lp.LowerBound(needs.ahead[0]), prefix.Rest(0, 0));
-  {
-    const double slack =
-        static_cast<double>(best.cost) - prefix.Rest(0, 0) + prefix.Slack(0);
-    for (int p = 0; p < m; ++p) {
-      const double r = static_cast<double>(items[p].c) -
-                       static_cast<double>(items[p].s) * prefix.Price(p);
-      if (fixed[p] == 0 && r > slack) fixed[p] = -1;
-      if (fixed[p] == 0 && -r > slack) fixed[p] = +1;
-      st.fixed += fixed[p] != 0;
+    for (int r = 0; r < m; ++r) {
+      const Item& it = items[by_ratio[r]];
+      lambda = static_cast<double>(it.c) / static_cast<double>(it.s);
+      covered += it.s;
+      if (covered >= largest_need) break;
     }
   }
 
-  Search search(items, by_rank, rank_of, fixed, prefix,
-                std::min<int64_t>(options.max_nodes, 1 << 30),
-                options.time_limit, &st);
-  if (search.Run(needs, &best)) st.lower_bound_ns = best.cost;
+  ReverseSearch search(items, req, lambda,
+                       std::min<int64_t>(options.max_nodes, 1 << 30),
+                       options.time_limit, &st);
+  st.tail = search.tail();
+  // Covering the largest need with every item is a relaxation of the
+  // problem; its Lagrangian bound at lambda is the LP bound.
+  st.root_bound_ns = std::min(search.Bound(0, largest_need, 0), best.cost);
+  if (search.Run(st.root_bound_ns, &best)) st.lower_bound_ns = best.cost;
   st.cost_ns = best.cost;
   std::vector<char> chosen(m, 0);
-  if (best.node == -2) {
+  if (best.node == -2 && best.from < 0) {
     chosen = best_chosen;
   } else {
-    search.Mark(best.node, &chosen);
+    search.Mark(best, &chosen);
   }
   for (int p = 0; p < m; ++p) {
     if (chosen[p]) actions[items[p].block] = Action::kRecompute;

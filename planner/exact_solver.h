@@ -30,7 +30,8 @@ struct ExactStats {
   int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
   int64_t heuristic_cost_ns = 0;  // best after the small-core pass
   int64_t nodes = 0;           // search states examined (the work measure)
-  int fixed = 0;               // candidates fixed by their reduced cost
+  int tail = 0;                // candidates decided with their needs (the
+                               // rest are one covering knapsack)
   // The search hit ExactOptions::max_nodes or time_limit: the plan is the
   // best one found (it fits whenever any plan fits, or with a link
   // whenever a plan without OFFLOAD fits) but not proven optimal.

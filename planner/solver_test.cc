@@ -612,8 +612,9 @@ TEST_CASE("the search's bound sees a need that binds before the end") {
   // blocks below it: only block 0 (forward 1000 ns) can, while the later
   // needs (3 bytes) could be met by block 1 for 10 ns. The LP on the
   // largest need alone would let block 1 cover all 50 bytes (a bound of
-  // about 5 ns); the bound over every need charges block 0 for them
-  // (1000 * 50 / 99, about 505 ns).
+  // about 5 ns); once block 1 is decided (the tail, from the top down),
+  // the need of 50 bytes falls on block 0 alone (1000 * 50 / 99, about
+  // 505 ns), which a search stopped there reports.
   PlanProblem p;
   p.blocks = {{"b0", 100, 1, 1000, true},
               {"b1", 100, 1, 10, true},
@@ -625,8 +626,15 @@ TEST_CASE("the search's bound sees a need that binds before the end") {
   CHECK(actions == std::vector<Action>{Action::kRecompute, Action::kKeep,
                                        Action::kKeep});
   CHECK(st.cost_ns == 1000);
-  CHECK(st.root_bound_ns >= 500);
-  CHECK(st.root_bound_ns <= 1000);
+  CHECK(st.tail == 1);
+  CHECK(st.root_bound_ns < 500);
+  internal::ExactOptions one_step;
+  one_step.max_nodes = 1;
+  internal::ExactStats stopped;
+  internal::SolveExact(p, one_step, &stopped);
+  CHECK(stopped.stopped_at_limit);
+  CHECK(stopped.lower_bound_ns >= 500);
+  CHECK(stopped.lower_bound_ns <= 1000);
 }
 
 TEST_CASE("with a link, a stopped search still fits and bounds its gap") {
