@@ -200,14 +200,18 @@ struct Best {
 // items where the LP hesitates branch, the rest are pruned to the LP's
 // choice by the bound almost at once.
 //
-// Bound: every state that still needs g costs at least
-// cost + lambda g + sum over undecided items of min(0, c_i - lambda s_i)
-// (weak duality of "the undecided items save at least g", a relaxation of
-// every need below; tight for the knapsack part). A state is dropped when
-// its bound reaches the best plan, or when even every undecided item
-// cannot save g. Below the tail, a state whose g the undecided items with
-// c_i < lambda s_i cover is completed with them, which gives the best plan
-// early (as a core algorithm's break solution does).
+// Bound: relax every need below to "the undecided items save at least g".
+// A completion that saves S then costs lambda S plus the r_i = c_i -
+// lambda s_i of its items: at least lambda S + the negative r_i (the LP's
+// choice, which saves def_s), plus |r_i| for each item where it differs
+// from that choice, which between them move at least |S - def_s| bytes at
+// no less than rho (the least |r_i| / s_i left) per byte (Bound). A state
+// is dropped when its bound reaches the best plan, or when even every
+// undecided item cannot save g. Below the tail, a state that the LP's
+// choice completes (g <= def_s) gives a plan, which finds good plans early
+// as a core algorithm's break solution does, and is dropped once any
+// other completion, differing somewhere and so costing at least the least
+// |r_i| left more than the Lagrangian bound, cannot beat the best.
 class ReverseSearch {
  public:
   ReverseSearch(const std::vector<Item>& items, const std::vector<int64_t>& req,
@@ -239,7 +243,8 @@ class ReverseSearch {
     double magnitude = 0;
     for (int p = 0; p < m; ++p) {
       r_[p] = static_cast<double>(items[p].c) - lambda * items[p].s;
-      magnitude += std::abs(r_[p]);
+      magnitude += std::abs(r_[p]) + static_cast<double>(items[p].c) +
+                   lambda * static_cast<double>(items[p].s);
     }
     for (int p = m; p-- > body_;) order_.push_back(p);
     std::vector<int> body(body_);
