@@ -25,7 +25,9 @@
 // once the total is, so the rest is one covering knapsack, decided in the
 // order a knapsack core is expanded (closest to the LP's price per byte
 // first) and pruned by a Lagrangian bound that charges each byte a
-// completion differs from the LP's choice. The best plan starts as a
+// completion differs from the LP's choice, and, once the search has
+// worked a while, by one that knows blocks come whole (CountBound). The
+// best plan starts as a
 // greedy one (recompute the cheapest per byte until every need is met,
 // then drop what is not needed, dearest first) and improves whenever a
 // state meets every need, or the LP's choice completes it. Bytes are never
@@ -135,6 +137,227 @@ class LpBound {
   int top_;
   std::vector<int64_t> fs_;
   std::vector<int64_t> fc_;
+};
+
+// A bound for the body that knows items come whole. Let C be the body's
+// items whose r_i is not far below 0 (the others, which the LP takes by a
+// wide margin, are "out"). Any completion that saves g takes at least
+// K = ceil((g - the savings of the out items left) / the largest saving of
+// a C item left) items of C, so for any lambda', mu >= 0 it costs at least
+//
+//   lambda' g + mu K + sum over items left of min(0, c_i - lambda' s_i - mu [i in C])
+//
+// (weak duality over the two constraints). Where the LP would cover a need
+// with a fraction of an item, K is the next whole number and mu charges
+// the overshoot: on chains of near-equal layers this closes most of the
+// gap between the LP and the optimum. The multipliers are the best ones
+// for the needs of the first states in the body (the LP with costs
+// c_i - mu [i in C] is concave in mu; a ternary search finds its top),
+// and any pair is valid for every state.
+class CountBound {
+ public:
+  // `order`: processing index -> chain position, the body from `from` on;
+  // `r`: c_i - lambda s_i by chain position; `needs`: the g of the states
+  // the multipliers are chosen for; `out_below`: an item with
+  // r_i < -out_below is out of C.
+  void Prepare(const std::vector<Item>& items, const std::vector<int>& order,
+               int from, const std::vector<double>& r, double out_below,
+               const std::vector<int64_t>& needs,
+               const std::vector<double>& plain_bounds) {
+    const int m = static_cast<int>(order.size());
+    from_ = from;
+    in_c_.assign(items.size(), false);
+    for (int t = from; t < m; ++t) in_c_[order[t]] = r[order[t]] >= -out_below;
+    out_s_.assign(m + 1, 0);
+    for (int t = m; t-- > from;) {
+      const int p = order[t];
+      out_s_[t] = out_s_[t + 1] + (in_c_[p] ? 0 : items[p].s);
+    }
+    // The C items left at each t, by saving, largest first: a persistent
+    // segment tree over their ranks, version t holding those at t or later.
+    std::vector<int> by_size;
+    for (int t = from; t < m; ++t) {
+      if (in_c_[order[t]]) by_size.push_back(order[t]);
+    }
+    std::sort(by_size.begin(), by_size.end(), [&](int x, int y) {
+      return items[x].s != items[y].s ? items[x].s > items[y].s : x < y;
+    });
+    std::vector<int> rank(items.size(), -1);
+    for (size_t i = 0; i < by_size.size(); ++i) rank[by_size[i]] = static_cast<int>(i);
+    ranks_ = static_cast<int>(std::max<size_t>(by_size.size(), 1));
+    tree_.assign(1, {0, 0, 0, 0});  // node 0: the empty tree
+    root_.assign(m + 1, 0);
+    for (int t = m; t-- > from;) {
+      const int p = order[t];
+      root_[t] = root_[t + 1];
+      if (!in_c_[p]) continue;
+      // A copy of the path to rank[p], each node grown by item p.
+      int src = root_[t + 1], lo = 0, hi = ranks_ - 1;
+      root_[t] = static_cast<int>(tree_.size());
+      tree_.push_back(tree_[src]);
+      for (int at = root_[t];;) {
+        tree_[at].sum += items[p].s;
+        tree_[at].count += 1;
+        if (lo == hi) break;
+        const int mid = (lo + hi) / 2;
+        const bool left = rank[p] <= mid;
+        src = left ? tree_[src].left : tree_[src].right;
+        const int child = static_cast<int>(tree_.size());
+        tree_.push_back(tree_[src]);
+        (left ? tree_[at].left : tree_[at].right) = child;
+        at = child;
+        (left ? hi : lo) = left ? mid : mid + 1;
+      }
+    }
+    pairs_.clear();
+    double magnitude = 0;
+    for (int t = from; t < m; ++t) {
+      magnitude += static_cast<double>(items[order[t]].c);
+    }
+    for (size_t i = 0; i < needs.size(); ++i) {
+      const int64_t g = needs[i];
+      const double k = Count(from, g);
+      if (!std::isfinite(k) || k <= 0) continue;
+      // Golden-section search over mu in [0, the dearest item of C].
+      double lo = 0, hi = 0, lambda = 0;
+      for (int t = from; t < m; ++t) {
+        if (in_c_[order[t]]) hi = std::max(hi, static_cast<double>(items[order[t]].c));
+      }
+      auto value = [&](double mu, double* price) {
+        return Lp(items, order, mu, static_cast<double>(g), price) + mu * k;
+      };
+      const double golden = 0.6180339887498949;
+      double a = hi - golden * (hi - lo), b = lo + golden * (hi - lo);
+      double va = value(a, &lambda), vb = value(b, &lambda);
+      for (int i = 0; i < 20; ++i) {
+        if (va < vb) {  // the top lies above a
+          lo = a;
+          a = b;
+          va = vb;
+          b = lo + golden * (hi - lo);
+          vb = value(b, &lambda);
+        } else {
+          hi = b;
+          b = a;
+          vb = va;
+          a = hi - golden * (hi - lo);
+          va = value(a, &lambda);
+        }
+      }
+      const double mu = (lo + hi) / 2;
+      value(mu, &lambda);
+      Pair pair{lambda, mu, std::vector<double>(m + 1, 0)};
+      for (int t = m; t-- > from;) {
+        const int p = order[t];
+        const double reduced = static_cast<double>(items[p].c) -
+                               lambda * static_cast<double>(items[p].s) -
+                               (in_c_[p] ? mu : 0);
+        pair.neg[t] = pair.neg[t + 1] + std::min(0.0, reduced);
+        magnitude += std::abs(reduced) + lambda * static_cast<double>(items[p].s) + mu;
+      }
+      // Kept only where it bounds this need higher than the plain
+      // Lagrangian bound does (by more than a rounding).
+      const double at_root =
+          lambda * static_cast<double>(g) + mu * k + pair.neg[from];
+      if (at_root > plain_bounds[i] + 1e-6 * std::abs(plain_bounds[i]) + 8) {
+        pairs_.push_back(std::move(pair));
+      }
+    }
+    slack_ = 1e-9 * magnitude + 4;
+  }
+
+  // Whether Rest can be above 0 (some multipliers beat the plain bound).
+  bool active() const { return !pairs_.empty(); }
+
+  // The bound for a state at processing index t >= from (before the
+  // cost of the items already taken): at least `floor`.
+  double Rest(int t, int64_t g) const {
+    if (pairs_.empty() || g <= 0) return 0;
+    const double k = Count(t, g);
+    if (!std::isfinite(k)) return std::numeric_limits<double>::infinity();
+    double best = 0;
+    for (const Pair& pair : pairs_) {
+      best = std::max(best, pair.lambda * static_cast<double>(g) + pair.mu * k +
+                                pair.neg[t]);
+    }
+    return best - slack_;
+  }
+
+ private:
+  struct Pair {
+    double lambda, mu;
+    std::vector<double> neg;  // suffix sums of the negative reduced costs
+  };
+
+  // Least number of C items left at t that a completion saving g takes:
+  // the largest first, until with the out items they save g.
+  double Count(int t, int64_t g) const {
+    int64_t need = g - out_s_[t];
+    if (need <= 0) return 0;
+    int at = root_[t];
+    if (tree_[at].sum < need) return std::numeric_limits<double>::infinity();
+    int count = 0, lo = 0, hi = ranks_ - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      const TreeNode& left = tree_[tree_[at].left];
+      if (left.sum >= need) {
+        at = tree_[at].left;
+        hi = mid;
+      } else {
+        need -= left.sum;
+        count += left.count;
+        at = tree_[at].right;
+        lo = mid + 1;
+      }
+    }
+    return count + 1;
+  }
+
+  // The LP of covering g with the body's items at costs c_i - mu [i in C];
+  // *price: its price per byte (the break item's cost per byte).
+  double Lp(const std::vector<Item>& items, const std::vector<int>& order,
+            double mu, double g, double* price) {
+    double value = 0, covered = 0;
+    ratio_.clear();
+    for (int t = from_; t < static_cast<int>(order.size()); ++t) {
+      const int p = order[t];
+      const double c = static_cast<double>(items[p].c) - (in_c_[p] ? mu : 0);
+      const double s = static_cast<double>(items[p].s);
+      if (c <= 0) {
+        value += c;
+        covered += s;
+      } else {
+        ratio_.push_back({c / s, s});
+      }
+    }
+    *price = 0;
+    if (covered >= g) return value;
+    std::sort(ratio_.begin(), ratio_.end());
+    for (const auto& [per_byte, s] : ratio_) {
+      *price = per_byte;
+      const double part = std::min(s, g - covered);
+      value += per_byte * part;
+      covered += part;
+      if (covered >= g) break;
+    }
+    return value;
+  }
+
+  struct TreeNode {
+    int left, right;
+    int64_t sum;
+    int count;
+  };
+
+  int from_ = 0;
+  std::vector<bool> in_c_;      // by chain position
+  std::vector<int64_t> out_s_;  // savings of the out items left, by t
+  int ranks_ = 1;
+  std::vector<TreeNode> tree_;
+  std::vector<int> root_;  // by t
+  std::vector<Pair> pairs_;
+  std::vector<std::pair<double, double>> ratio_;
+  double slack_ = 0;
 };
 
 // One front state of the search: g is what the items not yet decided must
@@ -306,6 +529,16 @@ class ReverseSearch {
                                          : static_cast<int64_t>(std::ceil(v));
   }
 
+  // Bound, or in the body the larger of it and CountBound's.
+  int64_t BodyBound(int t, int64_t g, int64_t cost, int64_t prune_at) const {
+    const int64_t lagrangian = Bound(t, g, cost);
+    if (lagrangian >= prune_at) return lagrangian;
+    const double rest = count_.Rest(t, g);
+    if (!(rest > 0)) return lagrangian;
+    if (rest >= static_cast<double>(kInf)) return kInf;
+    return std::max(lagrangian, cost + static_cast<int64_t>(std::ceil(rest)));
+  }
+
   // Decides every item. Improves `best`; false when the work or time
   // limit stopped it (then st->lower_bound_ns is set).
   bool Run(int64_t root_bound, Best* best) {
@@ -318,10 +551,16 @@ class ReverseSearch {
         st_->stopped_at_limit = true;
         int64_t bound = best->cost;
         for (const State& x : front) {
-          bound = std::min(bound, Bound(t, x.g, x.cost));
+          bound = std::min(bound, BodyBound(t, x.g, x.cost, kInf));
         }
         st_->lower_bound_ns = std::max(root_bound, std::min(bound, best->cost));
         return false;
+      }
+      // CountBound costs a few passes over the body: only for a search
+      // that has already worked a while there.
+      if (!count_ready_ && t >= tail() && st_->nodes > 8 * m) {
+        PrepareCountBound(t, front, *best);
+        count_ready_ = true;
       }
       ++st_->steps;
       const int p = order_[t];
@@ -363,8 +602,10 @@ class ReverseSearch {
           }
           continue;  // more items only cost more
         }
-        if (!LexLess(Bound(t + 1, x.g, x.cost), x.count + (x.g > 0),
-                     best->cost, best->count)) {
+        const int64_t bound =
+            in_tail ? Bound(t + 1, x.g, x.cost)
+                    : BodyBound(t + 1, x.g, x.cost, best->cost + 1);
+        if (!LexLess(bound, x.count + (x.g > 0), best->cost, best->count)) {
           continue;
         }
         if (!in_tail) {
@@ -394,6 +635,30 @@ class ReverseSearch {
           std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
     }
     return true;
+  }
+
+  // CountBound's multipliers, for the needs of the (up to) three states
+  // entering the body with the least bounds; items more than the gap
+  // between the best plan and those bounds below the LP's price are out.
+  void PrepareCountBound(int t, const std::vector<State>& front,
+                         const Best& best) {
+    std::vector<std::pair<int64_t, int64_t>> by_bound;  // (bound, g)
+    for (const State& x : front) by_bound.push_back({Bound(t, x.g, x.cost), x.g});
+    std::sort(by_bound.begin(), by_bound.end());
+    if (by_bound.empty() || by_bound.front().first >= best.cost) return;
+    std::vector<int64_t> needs;
+    std::vector<double> plain;  // their Lagrangian bounds, less the cost
+    for (size_t i = 0; i < by_bound.size() && needs.size() < 1; ++i) {
+      const int64_t g = by_bound[i].second;
+      if (std::find(needs.begin(), needs.end(), g) == needs.end()) {
+        needs.push_back(g);
+        plain.push_back(static_cast<double>(Bound(t, g, 0)));
+      }
+    }
+    const double gap =
+        static_cast<double>(best.cost - by_bound.front().first) + slack_;
+    count_.Prepare(items_, order_, t, r_, gap, needs, plain);
+    st_->count_bound = count_.active();
   }
 
   // Marks the items of the best plan `best` found here.
@@ -427,6 +692,8 @@ class ReverseSearch {
   // The least |r| / s and |r| of the undecided items.
   std::vector<double> rho_, min_abs_;
   double slack_ = 0;  // rounding allowance of Bound, in ns
+  CountBound count_;  // in the body, once count_ready_
+  bool count_ready_ = false;
   std::vector<Node> arena_;
   std::vector<State> keep_, take_, merged_;
 };

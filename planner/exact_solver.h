@@ -30,6 +30,9 @@ struct ExactStats {
   int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
   int64_t heuristic_cost_ns = 0;  // best after the small-core pass
   int64_t nodes = 0;           // search states examined (the work measure)
+  // The search also bounded states by the whole items they still need
+  // (exact_solver.cc, CountBound).
+  bool count_bound = false;
   int tail = 0;                // candidates decided with their needs (the
                                // rest are one covering knapsack)
   // The search hit ExactOptions::max_nodes or time_limit: the plan is the

@@ -392,6 +392,7 @@ TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
   std::mt19937_64 rng(777);
   auto exact = NewSolver("exact");
   REQUIRE(exact.ok());
+  int counted = 0;  // searches that also bounded by whole items
   for (int iter = 0; iter < 120; ++iter) {
     const int n = 20 + static_cast<int>(rng() % 280);
     PlanProblem p;
@@ -414,6 +415,9 @@ TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
     p.budget_bytes = p0 - static_cast<int64_t>(rng() % (p0 - 100) * 0.8);
     const RefKey ref = ReferenceDp(p);
     const Plan plan = (*exact)->Solve(p);
+    internal::ExactStats st;
+    internal::SolveExact(p, &st);
+    counted += st.count_bound;
     INFO("iter " << iter << " n " << n);
     CheckContract(p, plan, "exact");
     REQUIRE(plan.feasible == (ref.cost < kInf));
@@ -423,6 +427,8 @@ TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
                        Action::kRecompute) == ref.count);
     }
   }
+  INFO("searches with the bound over whole items: " << counted);
+  CHECK(counted >= 10);
 }
 
 TEST_CASE("every solver keeps its contract") {
