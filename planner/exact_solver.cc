@@ -484,6 +484,18 @@ class ReverseSearch {
     def_s_.assign(m + 1, 0);
     def_c_.assign(m + 1, 0);
     def_n_.assign(m + 1, 0);
+    add_s_.assign(m + 1, 0);
+    add_c_.assign(m + 1, 0);
+    drop_s_.assign(m + 1, 0);
+    drop_c_.assign(m + 1, 0);
+    for (int t = 0; t < m; ++t) {
+      const Item& it = items[order_[t]];
+      const bool lp_takes = r_[order_[t]] < 0;
+      add_s_[t + 1] = add_s_[t] + (lp_takes ? 0 : it.s);
+      add_c_[t + 1] = add_c_[t] + (lp_takes ? 0 : it.c);
+      drop_s_[t + 1] = drop_s_[t] + (lp_takes ? it.s : 0);
+      drop_c_[t + 1] = drop_c_[t] + (lp_takes ? it.c : 0);
+    }
     rho_.assign(m + 1, std::numeric_limits<double>::infinity());
     min_abs_.assign(m + 1, std::numeric_limits<double>::infinity());
     for (int t = m; t-- > 0;) {
@@ -530,8 +542,42 @@ class ReverseSearch {
   }
 
   // Bound, or in the body the larger of it and CountBound's.
+  // Below the tail the undecided items are in the order of |r_i| / s_i,
+  // so the LP of the rest is exact per state: a completion differs from
+  // the LP's choice (which saves def_s) by items it adds, r_i > 0, and
+  // items it drops, r_i < 0; adding and dropping at once never pays in the
+  // LP. So a state short of def_s by e > 0 adds the items left cheapest per
+  // byte (c_i / s_i) until they save e, and one over it by e < 0 drops the
+  // dearest per byte while they save no more than -e: prefix sums over the
+  // processing order and a binary search.
+  int64_t BodyLp(int t, int64_t g, int64_t cost) const {
+    const int64_t e = g - def_s_[t];
+    double rest = 0;
+    if (e != 0) {
+      const std::vector<int64_t>& sum_s = e > 0 ? add_s_ : drop_s_;
+      const std::vector<int64_t>& sum_c = e > 0 ? add_c_ : drop_c_;
+      const int64_t target = sum_s[t] + (e > 0 ? e : -e);
+      double moved;  // the cost of the items added or dropped
+      if (sum_s[m_] < target) {
+        if (e > 0) return kInf;  // the items left cannot save g
+        moved = static_cast<double>(sum_c[m_] - sum_c[t]);
+      } else {
+        // The first u whose item brings the sum to the target.
+        const int u = static_cast<int>(
+            std::lower_bound(sum_s.begin() + t + 1, sum_s.end(), target) -
+            sum_s.begin()) - 1;
+        const Item& it = items_[order_[u]];
+        moved = static_cast<double>(sum_c[u] - sum_c[t]) +
+                static_cast<double>(target - sum_s[u]) *
+                    static_cast<double>(it.c) / static_cast<double>(it.s);
+      }
+      rest = e > 0 ? moved : -moved;
+    }
+    return Ceil(static_cast<double>(cost + def_c_[t]) + rest, cost);
+  }
+
   int64_t BodyBound(int t, int64_t g, int64_t cost, int64_t prune_at) const {
-    const int64_t lagrangian = Bound(t, g, cost);
+    const int64_t lagrangian = BodyLp(t, g, cost);
     if (lagrangian >= prune_at) return lagrangian;
     const double rest = count_.Rest(t, g);
     if (!(rest > 0)) return lagrangian;
@@ -689,6 +735,9 @@ class ReverseSearch {
   // r, every saving, and the saving, cost and count of the LP's choice.
   std::vector<double> neg_;
   std::vector<int64_t> left_s_, def_s_, def_c_, def_n_;
+  // Prefix sums over the processing order, before index t: the saving and
+  // cost of the items the LP leaves out (add) and of those it takes (drop).
+  std::vector<int64_t> add_s_, add_c_, drop_s_, drop_c_;
   // The least |r| / s and |r| of the undecided items.
   std::vector<double> rho_, min_abs_;
   double slack_ = 0;  // rounding allowance of Bound, in ns
