@@ -428,13 +428,15 @@ struct Best {
 // lambda s_i of its items: at least lambda S + the negative r_i (the LP's
 // choice, which saves def_s), plus |r_i| for each item where it differs
 // from that choice, which between them move at least |S - def_s| bytes at
-// no less than rho (the least |r_i| / s_i left) per byte (Bound). A state
-// is dropped when its bound reaches the best plan, or when even every
-// undecided item cannot save g. Below the tail, a state that the LP's
-// choice completes (g <= def_s) gives a plan, which finds good plans early
-// as a core algorithm's break solution does, and is dropped once any
-// other completion, differing somewhere and so costing at least the least
-// |r_i| left more than the Lagrangian bound, cannot beat the best.
+// no less than rho (the least |r_i| / s_i left) per byte (Bound, in the
+// tail). Below the tail the items left are in price order, and the bound
+// is their LP exactly (BodyLp), or CountBound's where that is higher. A
+// state is dropped when its bound reaches the best plan, or when even
+// every undecided item cannot save g. Below the tail, a state that the
+// LP's choice completes (g <= def_s) gives a plan, which finds good plans
+// early as a core algorithm's break solution does, and is dropped once
+// any other completion, differing somewhere and so costing at least the
+// least |r_i| left more than the Lagrangian bound, cannot beat the best.
 class ReverseSearch {
  public:
   ReverseSearch(const std::vector<Item>& items, const std::vector<int64_t>& req,
