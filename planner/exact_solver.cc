@@ -157,13 +157,13 @@ class LpBound {
 class CountBound {
  public:
   // `order`: processing index -> chain position, the body from `from` on;
-  // `r`: c_i - lambda s_i by chain position; `needs`: the g of the states
-  // the multipliers are chosen for; `out_below`: an item with
-  // r_i < -out_below is out of C.
+  // `r`: c_i - lambda s_i by chain position; `g`: the need of the state the
+  // multipliers are chosen for, whose plain Lagrangian bound (less its
+  // cost) is `plain`; `out_below`: an item with r_i < -out_below is out
+  // of C.
   void Prepare(const std::vector<Item>& items, const std::vector<int>& order,
                int from, const std::vector<double>& r, double out_below,
-               const std::vector<int64_t>& needs,
-               const std::vector<double>& plain_bounds) {
+               int64_t g, double plain) {
     const int m = static_cast<int>(order.size());
     from_ = from;
     in_c_.assign(items.size(), false);
@@ -209,86 +209,69 @@ class CountBound {
         (left ? hi : lo) = left ? mid : mid + 1;
       }
     }
-    pairs_.clear();
-    double magnitude = 0;
+    active_ = false;
+    const double k = Count(from, g);
+    if (!std::isfinite(k) || k <= 0) return;
+    // Golden-section search over mu in [0, the dearest item of C].
+    double lo = 0, hi = 0;
     for (int t = from; t < m; ++t) {
-      magnitude += static_cast<double>(items[order[t]].c);
+      if (in_c_[order[t]]) hi = std::max(hi, static_cast<double>(items[order[t]].c));
     }
-    for (size_t i = 0; i < needs.size(); ++i) {
-      const int64_t g = needs[i];
-      const double k = Count(from, g);
-      if (!std::isfinite(k) || k <= 0) continue;
-      // Golden-section search over mu in [0, the dearest item of C].
-      double lo = 0, hi = 0, lambda = 0;
-      for (int t = from; t < m; ++t) {
-        if (in_c_[order[t]]) hi = std::max(hi, static_cast<double>(items[order[t]].c));
+    auto value = [&](double mu) {
+      return Lp(items, order, mu, static_cast<double>(g), &lambda_) + mu * k;
+    };
+    const double golden = 0.6180339887498949;
+    double a = hi - golden * (hi - lo), b = lo + golden * (hi - lo);
+    double va = value(a), vb = value(b);
+    for (int i = 0; i < 20; ++i) {
+      if (va < vb) {  // the top lies above a
+        lo = a;
+        a = b;
+        va = vb;
+        b = lo + golden * (hi - lo);
+        vb = value(b);
+      } else {
+        hi = b;
+        b = a;
+        vb = va;
+        a = hi - golden * (hi - lo);
+        va = value(a);
       }
-      auto value = [&](double mu, double* price) {
-        return Lp(items, order, mu, static_cast<double>(g), price) + mu * k;
-      };
-      const double golden = 0.6180339887498949;
-      double a = hi - golden * (hi - lo), b = lo + golden * (hi - lo);
-      double va = value(a, &lambda), vb = value(b, &lambda);
-      for (int i = 0; i < 20; ++i) {
-        if (va < vb) {  // the top lies above a
-          lo = a;
-          a = b;
-          va = vb;
-          b = lo + golden * (hi - lo);
-          vb = value(b, &lambda);
-        } else {
-          hi = b;
-          b = a;
-          vb = va;
-          a = hi - golden * (hi - lo);
-          va = value(a, &lambda);
-        }
-      }
-      const double mu = (lo + hi) / 2;
-      value(mu, &lambda);
-      Pair pair{lambda, mu, std::vector<double>(m + 1, 0)};
-      for (int t = m; t-- > from;) {
-        const int p = order[t];
-        const double reduced = static_cast<double>(items[p].c) -
-                               lambda * static_cast<double>(items[p].s) -
-                               (in_c_[p] ? mu : 0);
-        pair.neg[t] = pair.neg[t + 1] + std::min(0.0, reduced);
-        magnitude += std::abs(reduced) + lambda * static_cast<double>(items[p].s) + mu;
-      }
-      // Kept only where it bounds this need higher than the plain
-      // Lagrangian bound does (by more than a rounding).
-      const double at_root =
-          lambda * static_cast<double>(g) + mu * k + pair.neg[from];
-      if (at_root > plain_bounds[i] + 1e-6 * std::abs(plain_bounds[i]) + 8) {
-        pairs_.push_back(std::move(pair));
-      }
+    }
+    mu_ = (lo + hi) / 2;
+    value(mu_);  // sets lambda_, the LP's price at mu_
+    neg_.assign(m + 1, 0);
+    double magnitude = 0;
+    for (int t = m; t-- > from;) {
+      const int p = order[t];
+      const double reduced = static_cast<double>(items[p].c) -
+                             lambda_ * static_cast<double>(items[p].s) -
+                             (in_c_[p] ? mu_ : 0);
+      neg_[t] = neg_[t + 1] + std::min(0.0, reduced);
+      magnitude += std::abs(reduced) + static_cast<double>(items[p].c) +
+                   lambda_ * static_cast<double>(items[p].s) + mu_;
     }
     slack_ = 1e-9 * magnitude + 4;
+    // Used only where it bounds this need higher than the plain
+    // Lagrangian bound does (by more than a rounding): elsewhere it did not
+    // prune a state more in any instance measured.
+    const double at_root = lambda_ * static_cast<double>(g) + mu_ * k + neg_[from];
+    active_ = at_root - slack_ > plain + 1e-6 * std::abs(plain) + 8;
   }
 
-  // Whether Rest can be above 0 (some multipliers beat the plain bound).
-  bool active() const { return !pairs_.empty(); }
+  // Whether Rest can be above 0 (the multipliers beat the plain bound).
+  bool active() const { return active_; }
 
-  // The bound for a state at processing index t >= from (before the
-  // cost of the items already taken): at least `floor`.
+  // The bound on what a state at processing index t >= from that needs g
+  // still costs.
   double Rest(int t, int64_t g) const {
-    if (pairs_.empty() || g <= 0) return 0;
+    if (!active_ || g <= 0) return 0;
     const double k = Count(t, g);
     if (!std::isfinite(k)) return std::numeric_limits<double>::infinity();
-    double best = 0;
-    for (const Pair& pair : pairs_) {
-      best = std::max(best, pair.lambda * static_cast<double>(g) + pair.mu * k +
-                                pair.neg[t]);
-    }
-    return best - slack_;
+    return lambda_ * static_cast<double>(g) + mu_ * k + neg_[t] - slack_;
   }
 
  private:
-  struct Pair {
-    double lambda, mu;
-    std::vector<double> neg;  // suffix sums of the negative reduced costs
-  };
-
   // Least number of C items left at t that a completion saving g takes:
   // the largest first, until with the out items they save g.
   double Count(int t, int64_t g) const {
@@ -355,7 +338,9 @@ class CountBound {
   int ranks_ = 1;
   std::vector<TreeNode> tree_;
   std::vector<int> root_;  // by t
-  std::vector<Pair> pairs_;
+  bool active_ = false;
+  double lambda_ = 0, mu_ = 0;
+  std::vector<double> neg_;  // suffix sums of the negative reduced costs
   std::vector<std::pair<double, double>> ratio_;
   double slack_ = 0;
 };
@@ -685,27 +670,24 @@ class ReverseSearch {
     return true;
   }
 
-  // CountBound's multipliers, for the needs of the (up to) three states
-  // entering the body with the least bounds; items more than the gap
-  // between the best plan and those bounds below the LP's price are out.
+  // CountBound's multipliers, for the need of the state with the least
+  // bound; items more than the gap between the best plan and that bound
+  // below the LP's price are out.
   void PrepareCountBound(int t, const std::vector<State>& front,
                          const Best& best) {
-    std::vector<std::pair<int64_t, int64_t>> by_bound;  // (bound, g)
-    for (const State& x : front) by_bound.push_back({Bound(t, x.g, x.cost), x.g});
-    std::sort(by_bound.begin(), by_bound.end());
-    if (by_bound.empty() || by_bound.front().first >= best.cost) return;
-    std::vector<int64_t> needs;
-    std::vector<double> plain;  // their Lagrangian bounds, less the cost
-    for (size_t i = 0; i < by_bound.size() && needs.size() < 1; ++i) {
-      const int64_t g = by_bound[i].second;
-      if (std::find(needs.begin(), needs.end(), g) == needs.end()) {
-        needs.push_back(g);
-        plain.push_back(static_cast<double>(Bound(t, g, 0)));
+    const State* least = nullptr;
+    int64_t least_bound = kInf;
+    for (const State& x : front) {
+      const int64_t bound = Bound(t, x.g, x.cost);
+      if (bound < least_bound) {
+        least = &x;
+        least_bound = bound;
       }
     }
-    const double gap =
-        static_cast<double>(best.cost - by_bound.front().first) + slack_;
-    count_.Prepare(items_, order_, t, r_, gap, needs, plain);
+    if (least == nullptr || least_bound >= best.cost) return;
+    const double gap = static_cast<double>(best.cost - least_bound) + slack_;
+    count_.Prepare(items_, order_, t, r_, gap, least->g,
+                   static_cast<double>(Bound(t, least->g, 0)));
     st_->count_bound = count_.active();
   }
 
