@@ -374,10 +374,15 @@ absl::Status Daemon::StartHealthListener() {
 }
 
 void Daemon::StopHealthListener() {
-  // health_ is NOT_SERVING for good and its watchers have been told; the
-  // listener answered that until now. Check answers at once: no grace.
+  // health_ is NOT_SERVING for good and the listener answered that until
+  // now. Its watchers' last write may still be on its way out: a shutdown
+  // without grace cancels it, and a watcher that was never told would see
+  // its stream simply end. A watcher finishes itself once told, and Check
+  // answers at once, so the grace only bounds a client that stopped
+  // reading.
+  constexpr auto kWatcherGrace = std::chrono::seconds(1);
   if (health_server_ != nullptr) {
-    health_server_->Shutdown(std::chrono::system_clock::now());
+    health_server_->Shutdown(std::chrono::system_clock::now() + kWatcherGrace);
   }
   if (health_queue_ != nullptr) {
     health_queue_->Shutdown();
