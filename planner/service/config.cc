@@ -85,6 +85,11 @@ absl::StatusOr<v1::DaemonConfig> ParseConfigFile(const std::string& path) {
         absl::StrCat("config \"", path, "\": ", status.message().as_string(),
                      " (see proto/config.proto for the fields)"));
   }
+  // -0 is 0: the JSON printer writes a map value of -0 as 0, so a config
+  // that kept it would not read back as itself.
+  for (auto& kv : *config.mutable_core()->mutable_granularity()) {
+    if (kv.second == 0) kv.second = 0;
+  }
   return config;
 }
 
