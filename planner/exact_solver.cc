@@ -24,13 +24,13 @@
 // staircase that the state follows exactly; below it every need is met
 // once the total is, so the rest is one covering knapsack, decided in the
 // order a knapsack core is expanded (closest to the LP's price per byte
-// first) and pruned by a Lagrangian bound that charges each byte a
-// completion differs from the LP's choice, and, once the search has
-// worked a while, by one that knows blocks come whole (CountBound). The
-// best plan starts as a
-// greedy one (recompute the cheapest per byte until every need is met,
-// then drop what is not needed, dearest first) and improves whenever a
-// state meets every need, or the LP's choice completes it. Bytes are never
+// first) and pruned by the LP of what is left and by a bound that knows
+// blocks come whole (SplitBound). The best plan starts as a greedy one
+// (recompute the cheapest per byte until every need is met, then drop
+// what is not needed, dearest first), then a heuristic pass of the same
+// search that keeps only the few states of least bound per step improves
+// it, and the search proper improves it whenever a state meets every
+// need, or the LP's choice completes it. Bytes are never
 // rounded. States of equal need keep only the cheapest: structurally
 // identical layers have equal savings, so without that a front grows with
 // the number of ways to reach the same saving.
@@ -66,6 +66,9 @@ namespace internal {
 namespace {
 
 constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
+
+// The states per step the heuristic pass keeps (ReverseSearch::Run).
+constexpr size_t kBeamWidth = 16;
 // The largest problem the planner builds (MakePlanProblem: base and
 // calibration, plus kMaxBlocks blocks at the estimator's largest
 // prediction, and one block's backward terms) stays below the sentinel, so
@@ -139,210 +142,230 @@ class LpBound {
   std::vector<int64_t> fc_;
 };
 
-// A bound for the body that knows items come whole. Let C be the body's
-// items whose r_i is not far below 0 (the others, which the LP takes by a
-// wide margin, are "out"). Any completion that saves g takes at least
-// K = ceil((g - the savings of the out items left) / the largest saving of
-// a C item left) items of C, so for any lambda', mu >= 0 it costs at least
-//
-//   lambda' g + mu K + sum over items left of min(0, c_i - lambda' s_i - mu [i in C])
-//
-// (weak duality over the two constraints). Where the LP would cover a need
-// with a fraction of an item, K is the next whole number and mu charges
-// the overshoot: on chains of near-equal layers this closes most of the
-// gap between the LP and the optimum. The multipliers are the best ones
-// for the needs of the first states in the body (the LP with costs
-// c_i - mu [i in C] is concave in mu; a ternary search finds its top),
-// and any pair is valid for every state.
-class CountBound {
+// Lower bounds on the cost of saving x bytes with some of a fixed set of
+// items: the LP (fractional items, cheapest per byte first), and the
+// cheapest k items where k is the least number whose largest savings
+// reach x.
+class CoverBound {
  public:
-  // `order`: processing index -> chain position, the body from `from` on;
-  // `r`: c_i - lambda s_i by chain position; `g`: the need of the state the
-  // multipliers are chosen for, whose plain Lagrangian bound (less its
-  // cost) is `plain`; `out_below`: an item with r_i < -out_below is out
-  // of C.
-  void Prepare(const std::vector<Item>& items, const std::vector<int>& order,
-               int from, const std::vector<double>& r, double out_below,
-               int64_t g, double plain) {
-    const int m = static_cast<int>(order.size());
-    from_ = from;
-    in_c_.assign(items.size(), false);
-    for (int t = from; t < m; ++t) in_c_[order[t]] = r[order[t]] >= -out_below;
-    out_s_.assign(m + 1, 0);
-    for (int t = m; t-- > from;) {
-      const int p = order[t];
-      out_s_[t] = out_s_[t + 1] + (in_c_[p] ? 0 : items[p].s);
+  void Build(const std::vector<Item>& items, std::vector<int> ids) {
+    largest_.assign(1, 0);
+    cheapest_.assign(1, 0);
+    lp_s_.assign(1, 0);
+    lp_c_.assign(1, 0);
+    per_byte_.clear();
+    std::vector<int64_t> sizes, costs;
+    for (int i : ids) {
+      sizes.push_back(items[i].s);
+      costs.push_back(items[i].c);
     }
-    // The C items left at each t, by saving, largest first: a persistent
-    // segment tree over their ranks, version t holding those at t or later.
-    std::vector<int> by_size;
-    for (int t = from; t < m; ++t) {
-      if (in_c_[order[t]]) by_size.push_back(order[t]);
+    std::sort(sizes.rbegin(), sizes.rend());
+    std::sort(costs.begin(), costs.end());
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      largest_.push_back(largest_.back() + sizes[k]);
+      cheapest_.push_back(cheapest_.back() + costs[k]);
     }
-    std::sort(by_size.begin(), by_size.end(), [&](int x, int y) {
-      return items[x].s != items[y].s ? items[x].s > items[y].s : x < y;
+    std::sort(ids.begin(), ids.end(), [&](int x, int y) {
+      const __int128 lhs = static_cast<__int128>(items[x].c) * items[y].s;
+      const __int128 rhs = static_cast<__int128>(items[y].c) * items[x].s;
+      return lhs != rhs ? lhs < rhs : x < y;
     });
-    std::vector<int> rank(items.size(), -1);
-    for (size_t i = 0; i < by_size.size(); ++i) rank[by_size[i]] = static_cast<int>(i);
-    ranks_ = static_cast<int>(std::max<size_t>(by_size.size(), 1));
-    tree_.assign(1, {0, 0, 0, 0});  // node 0: the empty tree
-    root_.assign(m + 1, 0);
-    for (int t = m; t-- > from;) {
-      const int p = order[t];
-      root_[t] = root_[t + 1];
-      if (!in_c_[p]) continue;
-      // A copy of the path to rank[p], each node grown by item p.
-      int src = root_[t + 1], lo = 0, hi = ranks_ - 1;
-      root_[t] = static_cast<int>(tree_.size());
-      tree_.push_back(tree_[src]);
-      for (int at = root_[t];;) {
-        tree_[at].sum += items[p].s;
-        tree_[at].count += 1;
-        if (lo == hi) break;
-        const int mid = (lo + hi) / 2;
-        const bool left = rank[p] <= mid;
-        src = left ? tree_[src].left : tree_[src].right;
-        const int child = static_cast<int>(tree_.size());
-        tree_.push_back(tree_[src]);
-        (left ? tree_[at].left : tree_[at].right) = child;
-        at = child;
-        (left ? hi : lo) = left ? mid : mid + 1;
-      }
+    for (int i : ids) {
+      lp_s_.push_back(lp_s_.back() + items[i].s);
+      lp_c_.push_back(lp_c_.back() + items[i].c);
+      per_byte_.push_back(static_cast<double>(items[i].c) /
+                          static_cast<double>(items[i].s));
     }
-    active_ = false;
-    const double k = Count(from, g);
-    if (!std::isfinite(k) || k <= 0) return;
-    // Golden-section search over mu in [0, the dearest item of C].
-    double lo = 0, hi = 0;
-    for (int t = from; t < m; ++t) {
-      if (in_c_[order[t]]) hi = std::max(hi, static_cast<double>(items[order[t]].c));
-    }
-    auto value = [&](double mu) {
-      return Lp(items, order, mu, static_cast<double>(g), &lambda_) + mu * k;
-    };
-    const double golden = 0.6180339887498949;
-    double a = hi - golden * (hi - lo), b = lo + golden * (hi - lo);
-    double va = value(a), vb = value(b);
-    for (int i = 0; i < 20; ++i) {
-      if (va < vb) {  // the top lies above a
-        lo = a;
-        a = b;
-        va = vb;
-        b = lo + golden * (hi - lo);
-        vb = value(b);
-      } else {
-        hi = b;
-        b = a;
-        vb = va;
-        a = hi - golden * (hi - lo);
-        va = value(a);
-      }
-    }
-    mu_ = (lo + hi) / 2;
-    value(mu_);  // sets lambda_, the LP's price at mu_
-    neg_.assign(m + 1, 0);
-    double magnitude = 0;
-    for (int t = m; t-- > from;) {
-      const int p = order[t];
-      const double reduced = static_cast<double>(items[p].c) -
-                             lambda_ * static_cast<double>(items[p].s) -
-                             (in_c_[p] ? mu_ : 0);
-      neg_[t] = neg_[t + 1] + std::min(0.0, reduced);
-      magnitude += std::abs(reduced) + static_cast<double>(items[p].c) +
-                   lambda_ * static_cast<double>(items[p].s) + mu_;
-    }
-    slack_ = 1e-9 * magnitude + 4;
-    // Used only where it bounds this need higher than the plain
-    // Lagrangian bound does (by more than a rounding): elsewhere it did not
-    // prune a state more in any instance measured.
-    const double at_root = lambda_ * static_cast<double>(g) + mu_ * k + neg_[from];
-    active_ = at_root - slack_ > plain + 1e-6 * std::abs(plain) + 8;
   }
 
-  // Whether Rest can be above 0 (the multipliers beat the plain bound).
-  bool active() const { return active_; }
+  int64_t total() const { return largest_.back(); }
+  // Prefix sums of the savings, largest first, and of the costs, cheapest
+  // first, from 0 items up.
+  const std::vector<int64_t>& largest() const { return largest_; }
+  const std::vector<int64_t>& cheapest() const { return cheapest_; }
 
-  // The bound on what a state at processing index t >= from that needs g
-  // still costs.
-  double Rest(int t, int64_t g) const {
-    if (!active_ || g <= 0) return 0;
-    const double k = Count(t, g);
-    if (!std::isfinite(k)) return std::numeric_limits<double>::infinity();
-    return lambda_ * static_cast<double>(g) + mu_ * k + neg_[t] - slack_;
+  // The LP bound on saving x (infinity: the items cannot).
+  double Lp(int64_t x) const {
+    if (x <= 0) return 0;
+    if (x > total()) return std::numeric_limits<double>::infinity();
+    const int u = static_cast<int>(
+        std::lower_bound(lp_s_.begin() + 1, lp_s_.end(), x) - lp_s_.begin()) - 1;
+    return static_cast<double>(lp_c_[u]) +
+           static_cast<double>(x - lp_s_[u]) * per_byte_[u];
+  }
+
+  // The larger of Lp and the count bound on saving x.
+  double Least(int64_t x) const {
+    if (x <= 0) return 0;
+    if (x > total()) return std::numeric_limits<double>::infinity();
+    const int k = static_cast<int>(
+        std::lower_bound(largest_.begin(), largest_.end(), x) - largest_.begin());
+    return std::max(Lp(x), static_cast<double>(cheapest_[k]));
   }
 
  private:
-  // Least number of C items left at t that a completion saving g takes:
-  // the largest first, until with the out items they save g.
-  double Count(int t, int64_t g) const {
-    int64_t need = g - out_s_[t];
-    if (need <= 0) return 0;
-    int at = root_[t];
-    if (tree_[at].sum < need) return std::numeric_limits<double>::infinity();
-    int count = 0, lo = 0, hi = ranks_ - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      const TreeNode& left = tree_[tree_[at].left];
-      if (left.sum >= need) {
-        at = tree_[at].left;
-        hi = mid;
-      } else {
-        need -= left.sum;
-        count += left.count;
-        at = tree_[at].right;
-        lo = mid + 1;
+  std::vector<int64_t> largest_, cheapest_;  // prefix sums, from 0 items
+  std::vector<int64_t> lp_s_, lp_c_;
+  std::vector<double> per_byte_;
+};
+
+// A bound for the body that knows items come whole, from a split of the
+// undecided items into C, the near-price items order[t, q), and O, the
+// rest order[q, end). A completion that takes K items of C saves at most
+// the K largest of them and costs at least the K cheapest; its O items
+// must save the rest, at no less than O's CoverBound:
+//
+//   cost >= min over K of  cheapest_C(K) + O.Least(g - largest_C(K)).
+//
+// On chains of near-identical layers the LP's price sits inside one
+// layer type (C), whose count the LP takes fractionally; the other
+// type's items (O) are near-identical too. The bound then charges both
+// for whole layers, and often meets the optimum. Valid for any split; q
+// is the one (where |r| / s jumps most) that bounds the state the
+// search prepares it for highest.
+class SplitBound {
+ public:
+  // Chooses q for a state at processing index `from` that needs g, and
+  // returns the bound on its rest there. Candidates: where |r| / s jumps
+  // most (between layer types), and m.
+  double Prepare(const std::vector<Item>& items, const std::vector<int>& order,
+                 const std::vector<double>& r, int from, int64_t g) {
+    const int m = static_cast<int>(order.size());
+    std::vector<std::pair<double, int>> jumps;
+    auto away = [&](int t) {
+      return std::abs(r[order[t]]) / static_cast<double>(items[order[t]].s);
+    };
+    for (int q = from + 1; q < m; ++q) jumps.push_back({away(q) - away(q - 1), q});
+    const size_t kept = std::min<size_t>(jumps.size(), 4);
+    std::partial_sort(jumps.begin(), jumps.begin() + kept, jumps.end(),
+                      std::greater<>());
+    jumps.resize(kept);
+    jumps.push_back({0, m});
+    double best = -std::numeric_limits<double>::infinity();
+    int best_q = m;
+    for (const auto& [jump, q] : jumps) {
+      CoverBound c, o;
+      c.Build(items, {order.begin() + from, order.begin() + q});
+      o.Build(items, {order.begin() + q, order.end()});
+      const double v = Scan(c.largest().data(), c.cheapest().data(), q - from,
+                            o, g, nullptr);
+      if (v > best) {
+        best = v;
+        best_q = q;
       }
     }
-    return count + 1;
+    items_ = &items;
+    order_ = &order;
+    from_ = from;
+    q_ = best_q;
+    o_.Build(items, {order.begin() + best_q, order.end()});
+    active_ = true;
+    Start(from);
+    return best;
   }
 
-  // The LP of covering g with the body's items at costs c_i - mu [i in C];
-  // *price: its price per byte (the break item's cost per byte).
-  double Lp(const std::vector<Item>& items, const std::vector<int>& order,
-            double mu, double g, double* price) {
-    double value = 0, covered = 0;
-    ratio_.clear();
-    for (int t = from_; t < static_cast<int>(order.size()); ++t) {
-      const int p = order[t];
-      const double c = static_cast<double>(items[p].c) - (in_c_[p] ? mu : 0);
-      const double s = static_cast<double>(items[p].s);
-      if (c <= 0) {
-        value += c;
-        covered += s;
-      } else {
-        ratio_.push_back({c / s, s});
+  bool active() const { return active_; }
+
+  // Rest answers for states at processing index t from now on (t at least
+  // the preparing one): C's sums over its items at t or later.
+  void Start(int t) {
+    row_ = std::max(t, from_);
+    sizes_.clear();
+    costs_.clear();
+    for (int u = row_; u < q_; ++u) {
+      sizes_.push_back((*items_)[(*order_)[u]].s);
+      costs_.push_back((*items_)[(*order_)[u]].c);
+    }
+    std::sort(sizes_.begin(), sizes_.end(), std::greater<int64_t>());
+    std::sort(costs_.begin(), costs_.end());
+    Sums();
+  }
+
+  // Moves on to processing index t >= the current one (drops the C items
+  // decided in between).
+  void Advance(int t) {
+    if (!active_ || t <= row_) return;
+    for (; row_ < t; ++row_) {
+      if (row_ >= q_) continue;
+      const Item& it = (*items_)[(*order_)[row_]];
+      sizes_.erase(std::lower_bound(sizes_.begin(), sizes_.end(), it.s,
+                                    std::greater<int64_t>()));
+      costs_.erase(std::lower_bound(costs_.begin(), costs_.end(), it.c));
+    }
+    Sums();
+  }
+
+  // The bound on what a state at processing index t (the current one)
+  // that needs g still costs (before rounding); -infinity where it does
+  // not apply. `hint`: where the scan starts, and where it ended (states
+  // in the order of g move it one way).
+  double Rest(int t, int64_t g, int* hint) const {
+    if (!active_ || t != row_ || t >= q_ || g <= 0) {
+      return -std::numeric_limits<double>::infinity();
+    }
+    return Scan(largest_.data(), cheapest_.data(),
+                static_cast<int>(sizes_.size()), o_, g, hint);
+  }
+
+ private:
+  void Sums() {
+    largest_.assign(sizes_.size() + 1, 0);
+    cheapest_.assign(costs_.size() + 1, 0);
+    for (size_t k = 0; k < sizes_.size(); ++k) {
+      largest_[k + 1] = largest_[k] + sizes_[k];
+      cheapest_[k + 1] = cheapest_[k] + costs_[k];
+    }
+  }
+
+  // min over K in 0..n of f(K) = cheapest[K] + o.Least(g - largest[K]).
+  // f is at least h(K) = cheapest[K] + o.Lp(g - largest[K]), which is
+  // convex in K (cheapest is, and o.Lp is convex and nondecreasing in a
+  // concave decreasing argument): the scan finds h's least point, then
+  // goes each way until h there reaches the least f found.
+  static double Scan(const int64_t* largest, const int64_t* cheapest, int n,
+                     const CoverBound& o, int64_t g, int* hint) {
+    const int k0 = static_cast<int>(
+        std::lower_bound(largest, largest + n + 1, g - o.total()) - largest);
+    if (k0 > n) return std::numeric_limits<double>::infinity();
+    auto h = [&](int k) {
+      return static_cast<double>(cheapest[k]) + o.Lp(g - largest[k]);
+    };
+    int lo;
+    if (hint != nullptr && *hint >= 0) {
+      lo = std::min(std::max(*hint, k0), n);
+      double at = h(lo);
+      for (double next; lo < n && (next = h(lo + 1)) < at; ++lo) at = next;
+      for (double next; lo > k0 && (next = h(lo - 1)) < at; --lo) at = next;
+    } else {
+      lo = k0;
+      for (int hi = n; lo < hi;) {
+        const int mid = (lo + hi) / 2;
+        if (h(mid + 1) >= h(mid)) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
       }
     }
-    *price = 0;
-    if (covered >= g) return value;
-    std::sort(ratio_.begin(), ratio_.end());
-    for (const auto& [per_byte, s] : ratio_) {
-      *price = per_byte;
-      const double part = std::min(s, g - covered);
-      value += per_byte * part;
-      covered += part;
-      if (covered >= g) break;
-    }
-    return value;
+    if (hint != nullptr) *hint = lo;
+    auto f = [&](int k) {
+      return static_cast<double>(cheapest[k]) + o.Least(g - largest[k]);
+    };
+    double least = f(lo);
+    for (int k = lo + 1; k <= n && h(k) < least; ++k) least = std::min(least, f(k));
+    for (int k = lo - 1; k >= k0 && h(k) < least; --k) least = std::min(least, f(k));
+    return least;
   }
 
-  struct TreeNode {
-    int left, right;
-    int64_t sum;
-    int count;
-  };
-
-  int from_ = 0;
-  std::vector<bool> in_c_;      // by chain position
-  std::vector<int64_t> out_s_;  // savings of the out items left, by t
-  int ranks_ = 1;
-  std::vector<TreeNode> tree_;
-  std::vector<int> root_;  // by t
   bool active_ = false;
-  double lambda_ = 0, mu_ = 0;
-  std::vector<double> neg_;  // suffix sums of the negative reduced costs
-  std::vector<std::pair<double, double>> ratio_;
-  double slack_ = 0;
+  const std::vector<Item>* items_ = nullptr;
+  const std::vector<int>* order_ = nullptr;
+  int from_ = 0, q_ = 0;
+  int row_ = 0;  // the processing index Rest answers for
+  // C's items at row_ or later: savings largest first, costs cheapest
+  // first, and their prefix sums from 0 items up.
+  std::vector<int64_t> sizes_, costs_, largest_, cheapest_;
+  CoverBound o_;
 };
 
 // One front state of the search: g is what the items not yet decided must
@@ -415,7 +438,7 @@ struct Best {
 // from that choice, which between them move at least |S - def_s| bytes at
 // no less than rho (the least |r_i| / s_i left) per byte (Bound, in the
 // tail). Below the tail the items left are in price order, and the bound
-// is their LP exactly (BodyLp), or CountBound's where that is higher. A
+// is their LP exactly (BodyLp), or SplitBound's where that is higher. A
 // state is dropped when its bound reaches the best plan, or when even
 // every undecided item cannot save g. Below the tail, a state that the
 // LP's choice completes (g <= def_s) gives a plan, which finds good plans
@@ -528,7 +551,6 @@ class ReverseSearch {
                                          : static_cast<int64_t>(std::ceil(v));
   }
 
-  // Bound, or in the body the larger of it and CountBound's.
   // Below the tail the undecided items are in the order of |r_i| / s_i,
   // so the LP of the rest is exact per state: a completion differs from
   // the LP's choice (which saves def_s) by items it adds, r_i > 0, and
@@ -563,38 +585,46 @@ class ReverseSearch {
     return Ceil(static_cast<double>(cost + def_c_[t]) + rest, cost);
   }
 
-  int64_t BodyBound(int t, int64_t g, int64_t cost, int64_t prune_at) const {
-    const int64_t lagrangian = BodyLp(t, g, cost);
-    if (lagrangian >= prune_at) return lagrangian;
-    const double rest = count_.Rest(t, g);
-    if (!(rest > 0)) return lagrangian;
+  // The larger of BodyLp and WholeBound.
+  int64_t BodyBound(int t, int64_t g, int64_t cost) const {
+    return std::max(BodyLp(t, g, cost), WholeBound(t, g, cost));
+  }
+
+  // SplitBound's bound (kInf: the items left cannot save g); `cost` where
+  // it does not apply. Its sums are exact but for O's LP, whose rounding
+  // is far below the allowance of 1e-9 of the total.
+  int64_t WholeBound(int t, int64_t g, int64_t cost) const {
+    const double rest = split_.Rest(t, g, &split_hint_);
     if (rest >= static_cast<double>(kInf)) return kInf;
-    return std::max(lagrangian, cost + static_cast<int64_t>(std::ceil(rest)));
+    if (!(rest > 0)) return cost;
+    const double v = static_cast<double>(cost) + rest;
+    return std::max(cost, static_cast<int64_t>(std::ceil(v - 1e-9 * v)));
   }
 
   // Decides every item. Improves `best`; false when the work or time
-  // limit stopped it (then st->lower_bound_ns is set).
-  bool Run(int64_t root_bound, Best* best) {
+  // limit stopped it (then st->lower_bound_ns is set). With `beam` > 0 it
+  // is a heuristic pass instead, for a good plan early: each front keeps
+  // only the `beam` states of least bound (so it examines at most 2 beam
+  // per item, and the work limit does not apply), and the time limit just
+  // ends it.
+  bool Run(int64_t root_bound, Best* best, size_t beam = 0) {
     const int m = m_;
     std::vector<State> front = {{std::max<int64_t>(req_[m], 0), 0, 0, -1}};
+    if (split_.active()) split_.Start(0);
     for (int t = 0; t < m && !front.empty(); ++t) {
-      if (st_->nodes > max_nodes_ ||
+      if ((beam == 0 && st_->nodes > max_nodes_) ||
           (time_limit_.count() > 0 &&
            std::chrono::steady_clock::now() - start_ >= time_limit_)) {
+        if (beam > 0) return false;
         st_->stopped_at_limit = true;
         int64_t bound = best->cost;
         for (const State& x : front) {
-          bound = std::min(bound, BodyBound(t, x.g, x.cost, kInf));
+          bound = std::min(bound, BodyBound(t, x.g, x.cost));
         }
         st_->lower_bound_ns = std::max(root_bound, std::min(bound, best->cost));
         return false;
       }
-      // CountBound costs a few passes over the body: only for a search
-      // that has already worked a while there.
-      if (!count_ready_ && t >= tail() && st_->nodes > 8 * m) {
-        PrepareCountBound(t, front, *best);
-        count_ready_ = true;
-      }
+      if (t == tail()) PrepareSplit(t, front);
       ++st_->steps;
       const int p = order_[t];
       const Item& it = items_[p];
@@ -620,6 +650,8 @@ class ReverseSearch {
                  merged_.begin(),
                  [](const State& x, const State& y) { return x.g < y.g; });
       front.clear();
+      split_.Advance(t + 1);
+      split_hint_ = -1;
       // A state below the tail or at its bottom is done at g = 0; in the
       // tail, only if no need below asks for a saving.
       const bool done_at_zero = !in_tail || none_below_[p];
@@ -636,8 +668,7 @@ class ReverseSearch {
           continue;  // more items only cost more
         }
         const int64_t bound =
-            in_tail ? Bound(t + 1, x.g, x.cost)
-                    : BodyBound(t + 1, x.g, x.cost, best->cost + 1);
+            in_tail ? Bound(t + 1, x.g, x.cost) : BodyLp(t + 1, x.g, x.cost);
         if (!LexLess(bound, x.count + (x.g > 0), best->cost, best->count)) {
           continue;
         }
@@ -654,6 +685,12 @@ class ReverseSearch {
           const double lagrangian = static_cast<double>(x.cost) + neg_[t + 1] +
                                     lambda_ * static_cast<double>(x.g);
           if (Ceil(lagrangian + min_abs_[t + 1], x.cost) > best->cost) continue;
+          // The dearer bound last, for the states the others keep.
+          const int64_t whole = WholeBound(t + 1, x.g, x.cost);
+          if (!LexLess(whole, x.count + (x.g > 0), best->cost, best->count)) {
+            ++st_->whole_pruned;
+            continue;
+          }
         }
         // Equal g: the cheaper replaces the state already kept (the merge
         // leaves ties in either order).
@@ -666,15 +703,15 @@ class ReverseSearch {
       st_->states += static_cast<int64_t>(front.size());
       st_->max_front =
           std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
+      if (beam > 0 && front.size() > beam) KeepLeastBound(t + 1, beam, &front);
     }
     return true;
   }
 
-  // CountBound's multipliers, for the need of the state with the least
-  // bound; items more than the gap between the best plan and that bound
-  // below the LP's price are out.
-  void PrepareCountBound(int t, const std::vector<State>& front,
-                         const Best& best) {
+  // Prepares SplitBound for the state of `front` (at processing index t,
+  // the first of the body) with the least bound.
+  void PrepareSplit(int t, const std::vector<State>& front) {
+    if (split_.active() || t >= m_) return;
     const State* least = nullptr;
     int64_t least_bound = kInf;
     for (const State& x : front) {
@@ -684,11 +721,25 @@ class ReverseSearch {
         least_bound = bound;
       }
     }
-    if (least == nullptr || least_bound >= best.cost) return;
-    const double gap = static_cast<double>(best.cost - least_bound) + slack_;
-    count_.Prepare(items_, order_, t, r_, gap, least->g,
-                   static_cast<double>(Bound(t, least->g, 0)));
-    st_->count_bound = count_.active();
+    if (least != nullptr) split_.Prepare(items_, order_, r_, t, least->g);
+  }
+
+  // Cuts `front` (at processing index t) to the `beam` states of least
+  // bound, still in the order of g.
+  void KeepLeastBound(int t, size_t beam, std::vector<State>* front) const {
+    std::vector<std::pair<int64_t, State>> bounded;
+    for (const State& x : *front) {
+      bounded.push_back(
+          {t < tail() ? Bound(t, x.g, x.cost) : BodyBound(t, x.g, x.cost), x});
+    }
+    std::nth_element(bounded.begin(), bounded.begin() + beam, bounded.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    bounded.resize(beam);
+    std::sort(bounded.begin(), bounded.end(), [](const auto& a, const auto& b) {
+      return a.second.g < b.second.g;
+    });
+    front->clear();
+    for (const auto& [bound, x] : bounded) front->push_back(x);
   }
 
   // Marks the items of the best plan `best` found here.
@@ -725,7 +776,8 @@ class ReverseSearch {
   // The least |r| / s and |r| of the undecided items.
   std::vector<double> rho_, min_abs_;
   double slack_ = 0;  // rounding allowance of Bound, in ns
-  CountBound count_;  // in the body, once count_ready_
+  SplitBound split_;              // prepared at the body's first step
+  mutable int split_hint_ = -1;  // where its scan starts (see Rest)
   bool count_ready_ = false;
   std::vector<Node> arena_;
   std::vector<State> keep_, take_, merged_;
@@ -816,7 +868,6 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
       ++best.count;
     }
   }
-  st.heuristic_cost_ns = best.cost;
 
   // The LP's price per byte: the cost per byte of the item that completes
   // the cheapest-per-byte cover of the largest need.
@@ -838,6 +889,14 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
   // Covering the largest need with every item is a relaxation of the
   // problem; its Lagrangian bound at lambda is the LP bound.
   st.root_bound_ns = std::min(search.Bound(0, largest_need, 0), best.cost);
+  // The heuristic pass first: a plan near the optimum prunes most of the
+  // search from its first steps. Its work is kept apart (the search's
+  // stats and work limit are its own).
+  search.Run(st.root_bound_ns, &best, kBeamWidth);
+  st.heuristic_cost_ns = best.cost;
+  st.heuristic_nodes = st.nodes;
+  st.nodes = st.states = st.max_front = st.whole_pruned = 0;
+  st.steps = 0;
   if (search.Run(st.root_bound_ns, &best)) st.lower_bound_ns = best.cost;
   st.cost_ns = best.cost;
   std::vector<char> chosen(m, 0);

@@ -28,11 +28,16 @@ struct ExactStats {
   int64_t max_front = 0;       // largest front
   int64_t root_bound_ns = 0;   // the search's lower bound before it starts
   int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
-  int64_t heuristic_cost_ns = 0;  // best after the small-core pass
+  // The best plan before the search proper: the greedy plan, improved
+  // (without OFFLOAD) by the heuristic pass.
+  int64_t heuristic_cost_ns = 0;
   int64_t nodes = 0;           // search states examined (the work measure)
-  // The search also bounded states by the whole items they still need
-  // (exact_solver.cc, CountBound).
-  bool count_bound = false;
+  // States the heuristic pass examined before the search (without OFFLOAD;
+  // at most 2 * 16 per candidate).
+  int64_t heuristic_nodes = 0;
+  // States dropped by the bound that counts whole blocks (exact_solver.cc,
+  // SplitBound) that the LP bound kept.
+  int64_t whole_pruned = 0;
   int tail = 0;                // candidates decided with their needs (the
                                // rest are one covering knapsack)
   // The search hit ExactOptions::max_nodes or time_limit: the plan is the
@@ -53,7 +58,9 @@ struct ExactOptions {
   // valve, not a latency target. A daemon that must answer within a
   // deadline sets its own (about 2^22 per 100 ms). At most 2^30 are used
   // whatever this says (the search's node ids are 32-bit), and at most
-  // 2^20 by the search with OFFLOAD (its states cost more).
+  // 2^20 by the search with OFFLOAD (its states cost more). The heuristic
+  // pass before the search without OFFLOAD (ExactStats::heuristic_nodes)
+  // is outside this limit: it examines at most 32 states per candidate.
   int64_t max_nodes = int64_t{1} << 30;
   // Time limit from the call's start (zero: none), checked where max_nodes
   // is, so it is overshot by at most two fronts' worth of states. The

@@ -392,7 +392,7 @@ TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
   std::mt19937_64 rng(777);
   auto exact = NewSolver("exact");
   REQUIRE(exact.ok());
-  int counted = 0;  // searches that also bounded by whole items
+  int counted = 0;  // searches where the bound over whole items pruned
   for (int iter = 0; iter < 120; ++iter) {
     const int n = 20 + static_cast<int>(rng() % 280);
     PlanProblem p;
@@ -417,7 +417,7 @@ TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
     const Plan plan = (*exact)->Solve(p);
     internal::ExactStats st;
     internal::SolveExact(p, &st);
-    counted += st.count_bound;
+    counted += st.whole_pruned > 0;
     INFO("iter " << iter << " n " << n);
     CheckContract(p, plan, "exact");
     REQUIRE(plan.feasible == (ref.cost < kInf));
@@ -641,6 +641,34 @@ TEST_CASE("the search's bound sees a need that binds before the end") {
   CHECK(stopped.stopped_at_limit);
   CHECK(stopped.lower_bound_ns >= 500);
   CHECK(stopped.lower_bound_ns <= 1000);
+}
+
+TEST_CASE("the bound that counts whole blocks closes the LP's gap") {
+  // Twelve identical blocks whose recompute saves 99 bytes for 1000 ns,
+  // and a budget 250 bytes below the keep-everything peak: the LP covers
+  // it with 2.53 blocks (about 2525 ns), a plan takes 3 (3000 ns). A
+  // search stopped once the body has begun reports the bound that counts
+  // whole blocks: 3000, a proof that the plan it returns is optimal.
+  PlanProblem p;
+  for (int i = 0; i < 12; ++i) {
+    p.blocks.push_back({"b" + std::to_string(i), 100, 1, 1000, true});
+  }
+  p.budget_bytes = KeepAllPeak(p) - 250;
+  internal::ExactStats full;
+  internal::SolveExact(p, &full);
+  CHECK(full.cost_ns == 3000);
+  CHECK(full.root_bound_ns < 2600);
+  REQUIRE(full.tail <= 1);
+  internal::ExactOptions options;
+  options.max_nodes = 4;  // past the tail's step, not much further
+  internal::ExactStats stopped;
+  const Plan plan = internal::NewExactSolver(options)->Solve(p);
+  internal::SolveExact(p, options, &stopped);
+  CHECK(stopped.stopped_at_limit);
+  CHECK(stopped.lower_bound_ns == 3000);
+  CHECK(plan.recompute_ns == 3000);
+  REQUIRE(plan.optimality_gap_ns.has_value());
+  CHECK(*plan.optimality_gap_ns == 0);
 }
 
 TEST_CASE("with a link, a stopped search still fits and bounds its gap") {
