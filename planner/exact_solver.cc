@@ -184,7 +184,7 @@ class CoverBound {
   const std::vector<int64_t>& largest() const { return largest_; }
   const std::vector<int64_t>& cheapest() const { return cheapest_; }
 
-  // The LP bound on saving x (infinity: the items cannot).
+  // The bounds on saving x (infinity: the items cannot). The LP:
   double Lp(int64_t x) const {
     if (x <= 0) return 0;
     if (x > total()) return std::numeric_limits<double>::infinity();
@@ -194,13 +194,14 @@ class CoverBound {
            static_cast<double>(x - lp_s_[u]) * per_byte_[u];
   }
 
-  // The larger of Lp and the count bound on saving x.
-  double Least(int64_t x) const {
+  // The count bound on saving x: the cheapest k items, k the least number
+  // whose largest savings reach x.
+  double Counted(int64_t x) const {
     if (x <= 0) return 0;
     if (x > total()) return std::numeric_limits<double>::infinity();
     const int k = static_cast<int>(
         std::lower_bound(largest_.begin(), largest_.end(), x) - largest_.begin());
-    return std::max(Lp(x), static_cast<double>(cheapest_[k]));
+    return static_cast<double>(cheapest_[k]);
   }
 
  private:
@@ -213,9 +214,10 @@ class CoverBound {
 // undecided items into C, the near-price items order[t, q), and O, the
 // rest order[q, end). A completion that takes K items of C saves at most
 // the K largest of them and costs at least the K cheapest; its O items
-// must save the rest, at no less than O's CoverBound:
+// must save the rest, at no less than either of O's CoverBounds:
 //
-//   cost >= min over K of  cheapest_C(K) + O.Least(g - largest_C(K)).
+//   cost >= min over K of  cheapest_C(K) + O.Least(g - largest_C(K)),
+//   O.Least(x) = max(O.Lp(x), O.Counted(x)).
 //
 // On chains of near-identical layers the LP's price sits inside one
 // layer type (C), whose count the LP takes fractionally; the other
@@ -225,6 +227,14 @@ class CoverBound {
 // search prepares it for highest.
 class SplitBound {
  public:
+  // Where Rest may stop short: a bound below `low` or at or above `high`
+  // answers as well as the exact one.
+  struct Enough {
+    double low, high;
+  };
+  static constexpr Enough kExact = {-std::numeric_limits<double>::infinity(),
+                                    std::numeric_limits<double>::infinity()};
+
   // Chooses q for a state at processing index `from` that needs g, and
   // returns the bound on its rest there. Candidates: where |r| / s jumps
   // most (between layer types), and m.
@@ -248,7 +258,7 @@ class SplitBound {
       c.Build(items, {order.begin() + from, order.begin() + q});
       o.Build(items, {order.begin() + q, order.end()});
       const double v = Scan(c.largest().data(), c.cheapest().data(), q - from,
-                            o, g, nullptr);
+                            o, g, nullptr, kExact);
       if (v > best) {
         best = v;
         best_q = q;
@@ -299,12 +309,12 @@ class SplitBound {
   // that needs g still costs (before rounding); -infinity where it does
   // not apply. `hint`: where the scan starts, and where it ended (states
   // in the order of g move it one way).
-  double Rest(int t, int64_t g, int* hint) const {
+  double Rest(int t, int64_t g, int* hint, Enough enough) const {
     if (!active_ || t != row_ || t >= q_ || g <= 0) {
       return -std::numeric_limits<double>::infinity();
     }
     return Scan(largest_.data(), cheapest_.data(),
-                static_cast<int>(sizes_.size()), o_, g, hint);
+                static_cast<int>(sizes_.size()), o_, g, hint, enough);
   }
 
  private:
@@ -321,9 +331,12 @@ class SplitBound {
   // f is at least h(K) = cheapest[K] + o.Lp(g - largest[K]), which is
   // convex in K (cheapest is, and o.Lp is convex and nondecreasing in a
   // concave decreasing argument): the scan finds h's least point, then
-  // goes each way until h there reaches the least f found.
+  // goes each way until h there reaches the least f found. Where the
+  // answer is sure to fall below enough.low (f at h's least point does),
+  // or to reach enough.high (h's least does), it returns h's least
+  // instead: a bound all the same, for less work.
   static double Scan(const int64_t* largest, const int64_t* cheapest, int n,
-                     const CoverBound& o, int64_t g, int* hint) {
+                     const CoverBound& o, int64_t g, int* hint, Enough enough) {
     const int k0 = static_cast<int>(
         std::lower_bound(largest, largest + n + 1, g - o.total()) - largest);
     if (k0 > n) return std::numeric_limits<double>::infinity();
@@ -331,9 +344,10 @@ class SplitBound {
       return static_cast<double>(cheapest[k]) + o.Lp(g - largest[k]);
     };
     int lo;
+    double at;  // h(lo)
     if (hint != nullptr && *hint >= 0) {
       lo = std::min(std::max(*hint, k0), n);
-      double at = h(lo);
+      at = h(lo);
       for (double next; lo < n && (next = h(lo + 1)) < at; ++lo) at = next;
       for (double next; lo > k0 && (next = h(lo - 1)) < at; --lo) at = next;
     } else {
@@ -346,14 +360,26 @@ class SplitBound {
           lo = mid + 1;
         }
       }
+      at = h(lo);
     }
     if (hint != nullptr) *hint = lo;
-    auto f = [&](int k) {
-      return static_cast<double>(cheapest[k]) + o.Least(g - largest[k]);
+    if (at >= enough.high) return at;
+    auto f = [&](int k, double h_k) {
+      return std::max(h_k, static_cast<double>(cheapest[k]) +
+                               o.Counted(g - largest[k]));
     };
-    double least = f(lo);
-    for (int k = lo + 1; k <= n && h(k) < least; ++k) least = std::min(least, f(k));
-    for (int k = lo - 1; k >= k0 && h(k) < least; --k) least = std::min(least, f(k));
+    double least = f(lo, at);
+    if (least < enough.low) return at;
+    for (int k = lo + 1; k <= n; ++k) {
+      const double h_k = h(k);
+      if (h_k >= least) break;
+      least = std::min(least, f(k, h_k));
+    }
+    for (int k = lo - 1; k >= k0; --k) {
+      const double h_k = h(k);
+      if (h_k >= least) break;
+      least = std::min(least, f(k, h_k));
+    }
     return least;
   }
 
@@ -591,10 +617,20 @@ class ReverseSearch {
   }
 
   // SplitBound's bound (kInf: the items left cannot save g); `cost` where
-  // it does not apply. Its sums are exact but for O's LP, whose rounding
-  // is far below the allowance of 1e-9 of the total.
-  int64_t WholeBound(int t, int64_t g, int64_t cost) const {
-    const double rest = split_.Rest(t, g, &split_hint_);
+  // it does not apply. It may stop short where the bound cannot reach
+  // `prune_at`. Its sums are exact but for O's LP, whose rounding is far
+  // below the allowance of 1e-9 of the total.
+  int64_t WholeBound(int t, int64_t g, int64_t cost,
+                     int64_t prune_at = kInf) const {
+    // Within `slop` of prune_at - cost the exact bound decides (a tie
+    // prunes on the count).
+    const double slop = 2 + 1e-8 * static_cast<double>(prune_at);
+    const double rest = split_.Rest(
+        t, g, &split_hint_,
+        prune_at >= kInf ? SplitBound::kExact
+                         : SplitBound::Enough{
+                               static_cast<double>(prune_at - cost) - slop,
+                               static_cast<double>(prune_at - cost) + slop});
     if (rest >= static_cast<double>(kInf)) return kInf;
     if (!(rest > 0)) return cost;
     const double v = static_cast<double>(cost) + rest;
@@ -686,7 +722,7 @@ class ReverseSearch {
                                     lambda_ * static_cast<double>(x.g);
           if (Ceil(lagrangian + min_abs_[t + 1], x.cost) > best->cost) continue;
           // The dearer bound last, for the states the others keep.
-          const int64_t whole = WholeBound(t + 1, x.g, x.cost);
+          const int64_t whole = WholeBound(t + 1, x.g, x.cost, best->cost);
           if (!LexLess(whole, x.count + (x.g > 0), best->cost, best->count)) {
             ++st_->whole_pruned;
             continue;
