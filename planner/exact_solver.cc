@@ -148,29 +148,33 @@ class LpBound {
 // reach x.
 class CoverBound {
  public:
-  void Build(const std::vector<Item>& items, std::vector<int> ids) {
+  // Builds the bounds for items[ids[first..last)] (reusing the buffers).
+  void Build(const std::vector<Item>& items, const std::vector<int>& ids,
+             int first, int last) {
+    ids_.assign(ids.begin() + first, ids.begin() + last);
+    sizes_.clear();
+    costs_.clear();
+    for (int i : ids_) {
+      sizes_.push_back(items[i].s);
+      costs_.push_back(items[i].c);
+    }
+    std::sort(sizes_.begin(), sizes_.end(), std::greater<int64_t>());
+    std::sort(costs_.begin(), costs_.end());
     largest_.assign(1, 0);
     cheapest_.assign(1, 0);
-    lp_s_.assign(1, 0);
-    lp_c_.assign(1, 0);
-    per_byte_.clear();
-    std::vector<int64_t> sizes, costs;
-    for (int i : ids) {
-      sizes.push_back(items[i].s);
-      costs.push_back(items[i].c);
+    for (size_t k = 0; k < sizes_.size(); ++k) {
+      largest_.push_back(largest_.back() + sizes_[k]);
+      cheapest_.push_back(cheapest_.back() + costs_[k]);
     }
-    std::sort(sizes.rbegin(), sizes.rend());
-    std::sort(costs.begin(), costs.end());
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      largest_.push_back(largest_.back() + sizes[k]);
-      cheapest_.push_back(cheapest_.back() + costs[k]);
-    }
-    std::sort(ids.begin(), ids.end(), [&](int x, int y) {
+    std::sort(ids_.begin(), ids_.end(), [&](int x, int y) {
       const __int128 lhs = static_cast<__int128>(items[x].c) * items[y].s;
       const __int128 rhs = static_cast<__int128>(items[y].c) * items[x].s;
       return lhs != rhs ? lhs < rhs : x < y;
     });
-    for (int i : ids) {
+    lp_s_.assign(1, 0);
+    lp_c_.assign(1, 0);
+    per_byte_.clear();
+    for (int i : ids_) {
       lp_s_.push_back(lp_s_.back() + items[i].s);
       lp_c_.push_back(lp_c_.back() + items[i].c);
       per_byte_.push_back(static_cast<double>(items[i].c) /
@@ -208,6 +212,8 @@ class CoverBound {
   std::vector<int64_t> largest_, cheapest_;  // prefix sums, from 0 items
   std::vector<int64_t> lp_s_, lp_c_;
   std::vector<double> per_byte_;
+  std::vector<int> ids_;  // by cost per byte
+  std::vector<int64_t> sizes_, costs_;
 };
 
 // A bound for the body that knows items come whole, from a split of the
@@ -253,12 +259,12 @@ class SplitBound {
     jumps.push_back({0, m});
     double best = -std::numeric_limits<double>::infinity();
     int best_q = m;
+    CoverBound c;
     for (const auto& [jump, q] : jumps) {
-      CoverBound c, o;
-      c.Build(items, {order.begin() + from, order.begin() + q});
-      o.Build(items, {order.begin() + q, order.end()});
+      c.Build(items, order, from, q);
+      o_.Build(items, order, q, m);
       const double v = Scan(c.largest().data(), c.cheapest().data(), q - from,
-                            o, g, nullptr, kExact);
+                            o_, g, nullptr, kExact);
       if (v > best) {
         best = v;
         best_q = q;
@@ -268,7 +274,7 @@ class SplitBound {
     order_ = &order;
     from_ = from;
     q_ = best_q;
-    o_.Build(items, {order.begin() + best_q, order.end()});
+    o_.Build(items, order, best_q, m);
     active_ = true;
     Start(from);
     return best;
@@ -660,7 +666,6 @@ class ReverseSearch {
         st_->lower_bound_ns = std::max(root_bound, std::min(bound, best->cost));
         return false;
       }
-      if (t == tail()) PrepareSplit(t, front);
       ++st_->steps;
       const int p = order_[t];
       const Item& it = items_[p];
@@ -721,7 +726,13 @@ class ReverseSearch {
           const double lagrangian = static_cast<double>(x.cost) + neg_[t + 1] +
                                     lambda_ * static_cast<double>(x.g);
           if (Ceil(lagrangian + min_abs_[t + 1], x.cost) > best->cost) continue;
-          // The dearer bound last, for the states the others keep.
+          // The dearer bound last, for the states the others keep; it is
+          // prepared for the first such state (an easy search does
+          // without).
+          if (!split_.active()) {
+            split_.Prepare(items_, order_, r_, t + 1, x.g);
+            split_hint_ = -1;
+          }
           const int64_t whole = WholeBound(t + 1, x.g, x.cost, best->cost);
           if (!LexLess(whole, x.count + (x.g > 0), best->cost, best->count)) {
             ++st_->whole_pruned;
@@ -744,26 +755,11 @@ class ReverseSearch {
     return true;
   }
 
-  // Prepares SplitBound for the state of `front` (at processing index t,
-  // the first of the body) with the least bound.
-  void PrepareSplit(int t, const std::vector<State>& front) {
-    if (split_.active() || t >= m_) return;
-    const State* least = nullptr;
-    int64_t least_bound = kInf;
-    for (const State& x : front) {
-      const int64_t bound = Bound(t, x.g, x.cost);
-      if (bound < least_bound) {
-        least = &x;
-        least_bound = bound;
-      }
-    }
-    if (least != nullptr) split_.Prepare(items_, order_, r_, t, least->g);
-  }
-
   // Cuts `front` (at processing index t) to the `beam` states of least
   // bound, still in the order of g.
-  void KeepLeastBound(int t, size_t beam, std::vector<State>* front) const {
-    std::vector<std::pair<int64_t, State>> bounded;
+  void KeepLeastBound(int t, size_t beam, std::vector<State>* front) {
+    std::vector<std::pair<int64_t, State>>& bounded = bounded_;
+    bounded.clear();
     for (const State& x : *front) {
       bounded.push_back(
           {t < tail() ? Bound(t, x.g, x.cost) : BodyBound(t, x.g, x.cost), x});
@@ -812,11 +808,11 @@ class ReverseSearch {
   // The least |r| / s and |r| of the undecided items.
   std::vector<double> rho_, min_abs_;
   double slack_ = 0;  // rounding allowance of Bound, in ns
-  SplitBound split_;              // prepared at the body's first step
+  SplitBound split_;              // prepared when first needed
   mutable int split_hint_ = -1;  // where its scan starts (see Rest)
-  bool count_ready_ = false;
   std::vector<Node> arena_;
   std::vector<State> keep_, take_, merged_;
+  std::vector<std::pair<int64_t, State>> bounded_;  // KeepLeastBound's
 };
 
 // KEEP and RECOMPUTE only (the problem's link is ignored).
