@@ -28,6 +28,13 @@ bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+// Requires exit code `code`, printing what the command wrote when not.
+#define REQUIRE_EXIT(r, code)                                    \
+  do {                                                           \
+    INFO("stdout: " << (r).out << "\nstderr: " << (r).err);      \
+    REQUIRE((r).exit_code == (code));                            \
+  } while (false)
+
 CommandResult Remat(std::vector<std::string> args) {
   args.insert(args.begin(), testing::Runfile("client/remat"));
   return RunCommand(args);
@@ -47,25 +54,25 @@ TEST_CASE("remat subcommands against a real daemon") {
   }
 
   CommandResult r = Remat({"health", "--address", addr});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(r.out == "SERVING\n");
 
   r = Remat({"models", "--address", addr});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(Contains(r.out, "MODEL"));
   REQUIRE(Contains(r.out, "bert"));
   r = Remat({"models", "--address", addr, "-o", "json"});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   auto models = nlohmann::json::parse(r.out);
   REQUIRE(models["models"][0]["name"] == "bert");
   REQUIRE(models["models"][0]["num_blocks"] == spec.blocks.size());
 
   r = Remat({"model", "bert", "--address", addr});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(Contains(r.out, "samples"));
   REQUIRE(Contains(r.out, "layer0"));
   r = Remat({"model", "bert", "--address", addr, "-o", "json"});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(nlohmann::json::parse(r.out)["num_samples"] ==
           "32");  // uint64 as string
 
@@ -79,12 +86,12 @@ TEST_CASE("remat subcommands against a real daemon") {
     return head;
   };
   r = Remat(with({"plan"}, {"--budget", "6GiB"}));
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(Contains(r.out, "decision"));
   REQUIRE(Contains(r.out, "PLAN"));
   REQUIRE(Contains(r.out, "batch=4 seq=384"));
   r = Remat(with({"plan"}, {"--budget", "6GiB", "-o", "json"}));
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   auto plan = nlohmann::json::parse(r.out);
   REQUIRE(plan["decision"] == "PLAN");
   REQUIRE(plan["from_cache"] == true);  // the table call above cached it
@@ -92,23 +99,23 @@ TEST_CASE("remat subcommands against a real daemon") {
 
   // Exit 3: no plan fits (plan and explain).
   r = Remat(with({"plan"}, {"--budget", "1MiB"}));
-  REQUIRE(r.exit_code == 3);
+  REQUIRE_EXIT(r, 3);
   REQUIRE(Contains(r.err, "no plan fits"));
   r = Remat(with({"explain"}, {"--budget", "1MiB"}));
-  REQUIRE(r.exit_code == 3);
+  REQUIRE_EXIT(r, 3);
   REQUIRE(Contains(r.out, "NO"));
   REQUIRE(Contains(r.out, "REASON"));
   r = Remat(with({"explain"}, {"--budget", "6GiB", "-o", "json"}));
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(nlohmann::json::parse(r.out)["plan"]["feasible"] == true);
 
   // Exit 5: rejected.
   r = Remat({"model", "nope", "--address", addr});
-  REQUIRE(r.exit_code == 5);
+  REQUIRE_EXIT(r, 5);
   REQUIRE(Contains(r.err, "NOT_FOUND"));
   r = Remat({"plan", "--address", addr, "--model", "bert", "--feature",
              "seq=384", "--budget", "6GiB"});
-  REQUIRE(r.exit_code == 5);
+  REQUIRE_EXIT(r, 5);
   REQUIRE(Contains(r.err, "batch"));
 
   // Exit 2: usage.
@@ -123,16 +130,16 @@ TEST_CASE("remat subcommands against a real daemon") {
 
   // --help documents the exit codes.
   r = Remat({"--help"});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(Contains(r.out, "4  daemon unreachable"));
   r = Remat({"plan", "--help"});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(Contains(r.out, "plan, explain: no plan fits the budget"));
 
   // Exit 4: unreachable.
   REQUIRE(daemon.Signal(SIGTERM) == 0);
   r = Remat({"health", "--address", addr});
-  REQUIRE(r.exit_code == 4);
+  REQUIRE_EXIT(r, 4);
   REQUIRE(Contains(r.err, "is rematd running"));
   REQUIRE(Remat({"models", "--address", "unix:/nonexistent/rematd.sock"})
               .exit_code == 4);
@@ -176,16 +183,16 @@ TEST_CASE("rematd --validate-config") {
       RunCommand({Rematd(), "--validate-config", "--config",
                   testing::Runfile("deploy/rematd.example.json")});
   INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(Contains(r.out, "configuration OK"));
 
   r = RunCommand({Rematd(), "--validate-config", "--listen", "0.0.0.0:7421"});
-  REQUIRE(r.exit_code == 2);
+  REQUIRE_EXIT(r, 2);
   REQUIRE(Contains(r.err, "listen (--listen)"));
   // Remote needs --allow-remote and TLS (the files are read at start).
   r = RunCommand({Rematd(), "--validate-config", "--listen", "0.0.0.0:7421",
                   "--allow-remote"});
-  REQUIRE(r.exit_code == 2);
+  REQUIRE_EXIT(r, 2);
   REQUIRE(Contains(r.err, "TLS is off"));
   REQUIRE(RunCommand({Rematd(), "--validate-config", "--listen", "0.0.0.0:7421",
                       "--allow-remote", "--tls-cert", "/c.pem", "--tls-key",
@@ -195,18 +202,18 @@ TEST_CASE("rematd --validate-config") {
   const std::string bad = testing::MakeTempDir() + "/bad.json";
   std::ofstream(bad) << R"({"core": {"margin_fraction": 2}})";
   r = RunCommand({Rematd(), "--validate-config", "--config", bad});
-  REQUIRE(r.exit_code == 2);
+  REQUIRE_EXIT(r, 2);
   REQUIRE(Contains(r.err, "core.margin_fraction"));
 
   std::ofstream(bad) << R"({"metrics_prot": 1})";
   r = RunCommand({Rematd(), "--validate-config", "--config", bad});
-  REQUIRE(r.exit_code == 2);
+  REQUIRE_EXIT(r, 2);
   REQUIRE(Contains(r.err, "metrics_prot"));
 
   r = RunCommand({Rematd(), "--no-such-flag"});
-  REQUIRE(r.exit_code == 2);
+  REQUIRE_EXIT(r, 2);
   r = RunCommand({Rematd(), "--help"});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_EXIT(r, 0);
   REQUIRE(Contains(r.out, "127.0.0.1:7421"));
 }
 
