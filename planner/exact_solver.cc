@@ -55,6 +55,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <tuple>
@@ -142,6 +143,12 @@ class LpBound {
   std::vector<int64_t> fc_;
 };
 
+// *sums = the prefix sums of v, from 0 items up.
+void PrefixSums(const std::vector<int64_t>& v, std::vector<int64_t>* sums) {
+  sums->assign(v.size() + 1, 0);
+  for (size_t k = 0; k < v.size(); ++k) (*sums)[k + 1] = (*sums)[k] + v[k];
+}
+
 // Lower bounds on the cost of saving x bytes with some of a fixed set of
 // items: the LP (fractional items, cheapest per byte first), and the
 // cheapest k items where k is the least number whose largest savings
@@ -160,12 +167,8 @@ class CoverBound {
     }
     std::sort(sizes_.begin(), sizes_.end(), std::greater<int64_t>());
     std::sort(costs_.begin(), costs_.end());
-    largest_.assign(1, 0);
-    cheapest_.assign(1, 0);
-    for (size_t k = 0; k < sizes_.size(); ++k) {
-      largest_.push_back(largest_.back() + sizes_[k]);
-      cheapest_.push_back(cheapest_.back() + costs_[k]);
-    }
+    PrefixSums(sizes_, &largest_);
+    PrefixSums(costs_, &cheapest_);
     std::sort(ids_.begin(), ids_.end(), [&](int x, int y) {
       const __int128 lhs = static_cast<__int128>(items[x].c) * items[y].s;
       const __int128 rhs = static_cast<__int128>(items[y].c) * items[x].s;
@@ -274,7 +277,7 @@ class SplitBound {
     order_ = &order;
     from_ = from;
     q_ = best_q;
-    o_.Build(items, order, best_q, m);
+    if (best_q != m) o_.Build(items, order, best_q, m);  // m was the last
     active_ = true;
     Start(from);
     return best;
@@ -325,12 +328,8 @@ class SplitBound {
 
  private:
   void Sums() {
-    largest_.assign(sizes_.size() + 1, 0);
-    cheapest_.assign(costs_.size() + 1, 0);
-    for (size_t k = 0; k < sizes_.size(); ++k) {
-      largest_[k + 1] = largest_[k] + sizes_[k];
-      cheapest_[k + 1] = cheapest_[k] + costs_[k];
-    }
+    PrefixSums(sizes_, &largest_);
+    PrefixSums(costs_, &cheapest_);
   }
 
   // min over K in 0..n of f(K) = cheapest[K] + o.Least(g - largest[K]).
@@ -758,20 +757,19 @@ class ReverseSearch {
   // Cuts `front` (at processing index t) to the `beam` states of least
   // bound, still in the order of g.
   void KeepLeastBound(int t, size_t beam, std::vector<State>* front) {
-    std::vector<std::pair<int64_t, State>>& bounded = bounded_;
-    bounded.clear();
+    bounded_.clear();
     for (const State& x : *front) {
-      bounded.push_back(
+      bounded_.push_back(
           {t < tail() ? Bound(t, x.g, x.cost) : BodyBound(t, x.g, x.cost), x});
     }
-    std::nth_element(bounded.begin(), bounded.begin() + beam, bounded.end(),
+    std::nth_element(bounded_.begin(), bounded_.begin() + beam, bounded_.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    bounded.resize(beam);
-    std::sort(bounded.begin(), bounded.end(), [](const auto& a, const auto& b) {
+    bounded_.resize(beam);
+    std::sort(bounded_.begin(), bounded_.end(), [](const auto& a, const auto& b) {
       return a.second.g < b.second.g;
     });
     front->clear();
-    for (const auto& [bound, x] : bounded) front->push_back(x);
+    for (const auto& [bound, x] : bounded_) front->push_back(x);
   }
 
   // Marks the items of the best plan `best` found here.
