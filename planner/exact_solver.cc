@@ -813,54 +813,16 @@ class ReverseSearch {
   std::vector<std::pair<int64_t, State>> bounded_;  // KeepLeastBound's
 };
 
-// KEEP and RECOMPUTE only (the problem's link is ignored).
-std::vector<Action> SolveRecompute(const PlanProblem& problem,
-                                   const ExactOptions& options,
-                                   ExactStats& st) {
-  st = ExactStats();
-
-  const size_t n = problem.blocks.size();
-  std::vector<Action> actions(n, Action::kKeep);
-  const int64_t limit = problem.limit_bytes();
-
-  // Candidates in chain order, and the needs: req[p] is the largest need
-  // that the items below p must meet (constraints between item p-1's block
-  // and item p's).
-  std::vector<Item> items;
-  std::vector<int64_t> req(1, -kInf);
-  int64_t below = problem.base_bytes;  // A_k
-  for (size_t k = 0; k < n; ++k) {
-    const BlockMemory m = MemoryOf(problem, k);
-    const BlockCost& b = problem.blocks[k];
-    const int64_t s = m.keep_bytes - m.recompute_bytes;
-    if (b.checkpointable && s > 0 && k + 1 < n) {
-      items.push_back({static_cast<int>(k), s, b.forward_ns});
-      req.push_back(-kInf);
-    }
-    // Block k's backward: the items below k are those before the newest
-    // one when block k is itself an item.
-    const size_t p = items.size() - (!items.empty() &&
-                                     items.back().block == static_cast<int>(k));
-    req[p] = std::max(req[p], below + m.backward_bytes - limit);
-    below += m.keep_bytes;
-  }
-  req.back() = std::max(req.back(), below - limit);  // end of forward
+// The cheapest selection of `items` (in chain order) that meets every need
+// of `req` (req[p]: what the items below p must save), in (cost, count)
+// order; every need must be met by all the items together. Fills the
+// search's fields of `st`.
+std::vector<char> SolveCover(const std::vector<Item>& items,
+                             const std::vector<int64_t>& req,
+                             const ExactOptions& options, ExactStats& st) {
   const int m = static_cast<int>(items.size());
-  st.candidates = m;
-
   int64_t largest_need = 0;
   for (int64_t need : req) largest_need = std::max(largest_need, need);
-  if (largest_need <= 0) {
-    st.keep_all_fits = true;
-    return actions;
-  }
-  if (!MeetsNeeds(items, std::vector<char>(m, 1), req)) {
-    // Even every item leaves a need unmet.
-    st.infeasible = true;
-    for (const Item& it : items) actions[it.block] = Action::kRecompute;
-    return actions;
-  }
-
   // Cost/saving order (cheaper per byte first; then larger saving, then
   // chain position), for the LP's price and the greedy plan.
   std::vector<int> by_ratio(m);
@@ -935,6 +897,58 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
   } else {
     search.Mark(best, &chosen);
   }
+  return chosen;
+}
+
+// KEEP and RECOMPUTE only (the problem's link is ignored).
+std::vector<Action> SolveRecompute(const PlanProblem& problem,
+                                   const ExactOptions& options,
+                                   ExactStats& st) {
+  st = ExactStats();
+
+  const size_t n = problem.blocks.size();
+  std::vector<Action> actions(n, Action::kKeep);
+  const int64_t limit = problem.limit_bytes();
+
+  // Candidates in chain order, and the needs: req[p] is the largest need
+  // that the items below p must meet (constraints between item p-1's block
+  // and item p's).
+  std::vector<Item> items;
+  std::vector<int64_t> req(1, -kInf);
+  int64_t below = problem.base_bytes;  // A_k
+  for (size_t k = 0; k < n; ++k) {
+    const BlockMemory m = MemoryOf(problem, k);
+    const BlockCost& b = problem.blocks[k];
+    const int64_t s = m.keep_bytes - m.recompute_bytes;
+    if (b.checkpointable && s > 0 && k + 1 < n) {
+      items.push_back({static_cast<int>(k), s, b.forward_ns});
+      req.push_back(-kInf);
+    }
+    // Block k's backward: the items below k are those before the newest
+    // one when block k is itself an item.
+    const size_t p = items.size() - (!items.empty() &&
+                                     items.back().block == static_cast<int>(k));
+    req[p] = std::max(req[p], below + m.backward_bytes - limit);
+    below += m.keep_bytes;
+  }
+  req.back() = std::max(req.back(), below - limit);  // end of forward
+  const int m = static_cast<int>(items.size());
+  st.candidates = m;
+
+  int64_t largest_need = 0;
+  for (int64_t need : req) largest_need = std::max(largest_need, need);
+  if (largest_need <= 0) {
+    st.keep_all_fits = true;
+    return actions;
+  }
+  if (!MeetsNeeds(items, std::vector<char>(m, 1), req)) {
+    // Even every item leaves a need unmet.
+    st.infeasible = true;
+    for (const Item& it : items) actions[it.block] = Action::kRecompute;
+    return actions;
+  }
+
+  const std::vector<char> chosen = SolveCover(items, req, options, st);
   for (int p = 0; p < m; ++p) {
     if (chosen[p]) actions[items[p].block] = Action::kRecompute;
   }
@@ -981,9 +995,8 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // such group, as in the recompute search, and across groups as
 // DropDominated says. Pruned as there: a state that cannot reach a later
 // need even with every block left at its larger saving; a state whose cost
-// plus the LP bound over the items left (each block's recompute at
-// forward_ns, its offload at the least wait it can expose) reaches the
-// best plan; a state that meets every need ahead whatever comes (it
+// plus the LP bound over the items left (Relax's, of the blocks above)
+// reaches the best plan; a state that meets every need ahead whatever comes (it
 // finishes with every block left kept). An offload's least wait is charged
 // when it is chosen and the wait at the end of forward as each copy is
 // queued, so a state's cost is already most of what it will cost. The
@@ -992,6 +1005,14 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // recompute is never worse (see the constructor). Times are doubles, as in
 // SimulateStep; a plan's cost here can differ from SimulateStep's by a
 // rounding, never more.
+//
+// Before the search: where no block can send anything, the recompute
+// search's plan is the answer. Else Relax's covering problem, solved
+// exactly (SolveCover), bounds every plan; where its optimum is the
+// recompute plan's cost, that plan is optimal and there is no search.
+// Else a heuristic pass of the search (the least-bound states per step,
+// as without OFFLOAD) looks for a cheaper plan to start from.
+//
 // The most states the search with OFFLOAD examines, whatever
 // ExactOptions::max_nodes says: each keeps a node (32 bytes) and costs
 // up to 2 microseconds of bookkeeping (its copies in flight), so this
@@ -1119,21 +1140,7 @@ class OffloadSearch {
       ahead_[p] = std::max(ahead_[p + 1], need_[p]);
       reach_[p] = std::max(need_[p], reach_[p + 1] - most);
     }
-    // The LP items: each block's recompute and offloads, at the least each
-    // can cost, rounded down (a recompute that saves nothing is none).
-    for (int k = 0; k < n_; ++k) {
-      const OffloadBlock& x = blocks_[k];
-      if (x.can_r && x.s > 0) items_.push_back({k, x.s, x.c});
-      if (x.can_o) {
-        items_.push_back(
-            {k, x.t, static_cast<int64_t>(std::floor(x.least_wait))});
-      }
-      if (x.can_ro && x.s + x.ro > 0) {
-        items_.push_back(
-            {k, x.s + x.ro,
-             x.c + static_cast<int64_t>(std::floor(x.ro_least_wait))});
-      }
-    }
+    Relax();
     const int m = static_cast<int>(items_.size());
     std::vector<int> order(m);
     std::iota(order.begin(), order.end(), 0);
@@ -1150,19 +1157,27 @@ class OffloadSearch {
     }
   }
 
-  // Searches from the empty plan; `best_cost` / `best_count`: the plan to
-  // beat (kInf: none known). Returns false when a limit stopped it.
-  bool Run(double best_cost, int64_t best_count) {
-    best_cost_ = best_cost;
-    best_count_ = best_count;
+  // The plan to beat: its cost and count (kInf: none known).
+  void Beat(double cost, int64_t count) {
+    best_cost_ = cost;
+    best_count_ = count;
+  }
+
+  // Searches from the empty plan for one cheaper than the plan to beat;
+  // false when a limit stopped it. With `beam` > 0 it is a heuristic pass
+  // instead, for a good plan early, as the recompute search's (each front
+  // keeps the `beam` states of least bound; the work limit does not apply
+  // and the time limit just ends it).
+  bool Run(size_t beam = 0) {
     LpBound lp(by_rank_);
     for (int r = 1; r <= static_cast<int>(items_.size()); ++r) lp.Add(r, +1);
     size_t next_item = 0;  // items of blocks below the current one removed
     std::vector<OffloadState> front = {{0, 0, 0, -1, -1, kLastKeep}};
     for (int k = 0; k < n_ && !front.empty(); ++k) {
-      if (st_->nodes > max_nodes_ ||
+      if ((beam == 0 && st_->nodes > max_nodes_) ||
           (time_limit_.count() > 0 &&
            std::chrono::steady_clock::now() - start_ >= time_limit_)) {
+        if (beam > 0) return false;
         st_->stopped_at_limit = true;
         // A cheaper plan extends some state of the front (lp holds the
         // items of block k and above).
@@ -1184,9 +1199,45 @@ class OffloadSearch {
       st_->states += static_cast<int64_t>(front.size());
       st_->max_front =
           std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
+      if (beam > 0 && front.size() > beam) KeepLeastBound(k + 1, lp, beam, &front);
     }
     lower_bound_ = best_cost_;
     return true;
+  }
+
+  // Cuts `front` (the states before block k) to the `beam` states of
+  // least bound.
+  void KeepLeastBound(int k, const LpBound& lp, size_t beam,
+                      std::vector<OffloadState>* front) {
+    auto bound = [&](const OffloadState& x) {
+      return x.cost + static_cast<double>(lp.LowerBound(ahead_[k] - x.sigma));
+    };
+    std::nth_element(front->begin(), front->begin() + beam, front->end(),
+                     [&](const OffloadState& x, const OffloadState& y) {
+                       return bound(x) < bound(y);
+                     });
+    front->resize(beam);
+  }
+
+  // Whether some block may send something to host (else every plan left
+  // is one of KEEP and RECOMPUTE alone).
+  bool can_send() const {
+    return std::any_of(blocks_.begin(), blocks_.end(), [](const OffloadBlock& x) {
+      return x.can_o || x.can_ro;
+    });
+  }
+
+  // The needs of Relax's covering problem (SolveCover): req[p] for the
+  // items below p (the needs of the blocks from item p-1's up to item p's).
+  const std::vector<Item>& items() const { return items_; }
+  std::vector<int64_t> RelaxedNeeds() const {
+    std::vector<int64_t> req(items_.size() + 1, -kInf);
+    size_t p = 0;  // the items below block k
+    for (int k = 0; k < n_; ++k) {
+      while (p < items_.size() && items_[p].block < k) ++p;
+      req[p] = std::max(req[p], need_[k]);
+    }
+    return req;
   }
 
   // Whether the search found a plan better than the one to beat.
@@ -1204,6 +1255,53 @@ class OffloadSearch {
   }
 
  private:
+  // items_: a relaxation of the problem as a covering one, for the LP
+  // bound and for SolveCover. Needs as need_ has them (the copies in
+  // flight and the prefetched block left out), and an item per way a
+  // block (or a block and the one above) can save, at no more than it
+  // costs. A block that sends (OFFLOAD, or RECOMPUTE_OFFLOAD's checkpoint)
+  // waits for its copy back less when the block above is recomputed,
+  // which that recompute pays for; so the sender has an item alone, with
+  // its wait when the block above is not recomputed, and one with the
+  // block above recomputed (plain or sending its own checkpoint at its
+  // least wait), its saving and cost included. A plan maps to items from
+  // the bottom up: a sender takes the block above into its pair when that
+  // one is recomputed, else stands alone; a block not taken so is its own
+  // item (RECOMPUTE, or RECOMPUTE_OFFLOAD at its least wait). The items
+  // save at least what the plan saves below every need (a pair's saving
+  // placed at its lower block only adds) and cost no more; the count (a
+  // pair is one item) is no more either. An item that saves nothing is
+  // left out; where the block above saves nothing the pair is no better
+  // than the item alone (its wait is at most the recompute's time more).
+  void Relax() {
+    auto wait = [&](int k, double back_ns, bool above_recomputed) {
+      const OffloadBlock& up = blocks_[k + 1];
+      const double hides =
+          up.bns + (above_recomputed ? static_cast<double>(up.c) : 0.0);
+      return static_cast<int64_t>(std::floor(std::max(0.0, back_ns - hides)));
+    };
+    auto add = [&](int k, int64_t saving, int64_t cost) {
+      if (saving > 0) items_.push_back({k, saving, cost});
+    };
+    for (int k = 0; k + 1 < n_; ++k) {
+      const OffloadBlock& x = blocks_[k];
+      const OffloadBlock& up = blocks_[k + 1];
+      if (x.can_r) add(k, x.s, x.c);
+      // A sender of `saving` at `cost` before its wait, alone and paired.
+      auto sender = [&](int64_t saving, int64_t cost, double back_ns) {
+        add(k, saving, cost + wait(k, back_ns, false));
+        const int64_t paired = cost + wait(k, back_ns, true);
+        if (up.can_r && up.s > 0) add(k, saving + up.s, paired + up.c);
+        if (up.can_ro && up.s + up.ro > 0) {
+          add(k, saving + up.s + up.ro,
+              paired + up.c + static_cast<int64_t>(std::floor(up.ro_least_wait)));
+        }
+      };
+      if (x.can_o) sender(x.t, 0, x.back_ns);
+      if (x.can_ro) sender(x.s + x.ro, x.c, x.ro_back_ns);
+    }
+  }
+
   // The copies of `x` still in flight after `time`: their total bytes, and
   // (when `nodes` is not null) their nodes, newest first.
   int64_t InFlight(const OffloadState& x, double time,
@@ -1521,6 +1619,11 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   ExactStats& st = stats != nullptr ? *stats : local_stats;
   std::vector<Action> actions = SolveRecompute(problem, options, st);
   if (!problem.has_link() || st.keep_all_fits) return actions;
+  OffloadSearch search(problem, options, start, &st);
+  // Where no block can send anything to host (every offload is never
+  // better than its recompute, see OffloadSearch), the plans left are the
+  // recompute search's, which is exact for them: its answer stands.
+  if (!search.can_send()) return actions;
   // The recompute plan is the one to beat (when it fits); the search with
   // OFFLOAD starts its count of work afresh.
   const StepSimulation base = SimulateStep(problem, actions);
@@ -1531,10 +1634,39 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   int64_t base_count = 0;
   for (Action a : actions) base_count += a != Action::kKeep;
   const int64_t heuristic = st.cost_ns;
+  // The relaxation's optimum (OffloadSearch::Relax) bounds every plan's
+  // cost. Where it is the recompute plan's own, that plan is optimal, and
+  // it is the search's root bound otherwise.
+  int64_t relaxed_bound = 0;
+  const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (base_fits &&
+      (options.time_limit.count() == 0 || elapsed < options.time_limit)) {
+    ExactOptions relax_options = options;
+    if (options.time_limit.count() > 0) relax_options.time_limit -= elapsed;
+    ExactStats relaxed;
+    const std::vector<char> chosen = SolveCover(
+        search.items(), search.RelaxedNeeds(), relax_options, relaxed);
+    const int64_t count = std::count(chosen.begin(), chosen.end(), 1);
+    if (!relaxed.stopped_at_limit &&
+        !LexLess(relaxed.cost_ns, count, st.cost_ns, base_count)) {
+      st.stopped_at_limit = false;
+      st.lower_bound_ns = st.cost_ns;
+      return actions;
+    }
+    relaxed_bound = relaxed.lower_bound_ns;
+  }
   st = ExactStats();
   st.heuristic_cost_ns = heuristic;
-  OffloadSearch search(problem, options, start, &st);
-  const bool complete = search.Run(base_cost, base_fits ? base_count : kInf);
+  search.Beat(base_cost, base_fits ? base_count : kInf);
+  // A heuristic pass first, as without OFFLOAD; its work is kept apart.
+  search.Run(kBeamWidth);
+  if (search.found()) {
+    st.heuristic_cost_ns = static_cast<int64_t>(std::ceil(search.best_cost()));
+  }
+  st.heuristic_nodes = st.nodes;
+  st.nodes = st.states = st.max_front = st.steps = 0;
+  const bool complete = search.Run();
   st.infeasible = !base_fits && !search.found();
   if (st.infeasible) {
     // No plan fits: the smallest peak without offloading (recompute-only
@@ -1556,8 +1688,11 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   }
   if (search.found()) actions = search.BestActions();
   st.cost_ns = static_cast<int64_t>(std::ceil(search.best_cost()));
-  st.lower_bound_ns = static_cast<int64_t>(std::floor(
-      complete ? search.best_cost() : search.lower_bound()));
+  st.root_bound_ns = std::min(relaxed_bound, st.cost_ns);
+  st.lower_bound_ns = std::max(
+      relaxed_bound,
+      static_cast<int64_t>(std::floor(complete ? search.best_cost()
+                                               : search.lower_bound())));
   return actions;
 }
 

@@ -28,12 +28,13 @@ struct ExactStats {
   int64_t max_front = 0;       // largest front
   int64_t root_bound_ns = 0;   // the search's lower bound before it starts
   int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
-  // The best plan before the search proper: the greedy plan, improved
-  // (without OFFLOAD) by the heuristic pass.
+  // The best plan before the search proper: the greedy plan, improved by
+  // the heuristic pass (with OFFLOAD: the recompute plan, improved by the
+  // heuristic pass of the search with OFFLOAD).
   int64_t heuristic_cost_ns = 0;
   int64_t nodes = 0;           // search states examined (the work measure)
-  // States the heuristic pass examined before the search (without OFFLOAD;
-  // at most 2 * 16 per candidate).
+  // States the heuristic pass examined before the search (at most 2 * 16
+  // per candidate without OFFLOAD, 4 * 16 per block with it).
   int64_t heuristic_nodes = 0;
   // States dropped by the bound that counts whole blocks (exact_solver.cc,
   // SplitBound) that the LP bound kept.
@@ -59,8 +60,11 @@ struct ExactOptions {
   // deadline sets its own (about 2^22 per 100 ms). At most 2^30 are used
   // whatever this says (the search's node ids are 32-bit), and at most
   // 2^20 by the search with OFFLOAD (its states cost more). The heuristic
-  // pass before the search without OFFLOAD (ExactStats::heuristic_nodes)
-  // is outside this limit: it examines at most 32 states per candidate.
+  // pass before the search (ExactStats::heuristic_nodes) is outside this
+  // limit: it examines at most 32 states per candidate (64 per block with
+  // OFFLOAD). So is the relaxation the search with OFFLOAD solves first
+  // (a search without OFFLOAD over as many items as the blocks have
+  // actions), which has a limit of its own, equal to this one.
   int64_t max_nodes = int64_t{1} << 30;
   // Time limit from the call's start (zero: none), checked where max_nodes
   // is, so it is overshot by at most two fronts' worth of states. The
