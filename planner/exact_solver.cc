@@ -1652,6 +1652,7 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
         !LexLess(relaxed.cost_ns, count, st.cost_ns, base_count)) {
       st.stopped_at_limit = false;
       st.lower_bound_ns = st.cost_ns;
+      st.relaxation_proved = true;
       return actions;
     }
     relaxed_bound = relaxed.lower_bound_ns;

@@ -41,6 +41,10 @@ struct ExactStats {
   int64_t whole_pruned = 0;
   int tail = 0;                // candidates decided with their needs (the
                                // rest are one covering knapsack)
+  // With a link: the relaxation of the search with OFFLOAD proved the plan
+  // without OFFLOAD optimal, so that search did not run (the other fields
+  // are the search without OFFLOAD's).
+  bool relaxation_proved = false;
   // The search hit ExactOptions::max_nodes or time_limit: the plan is the
   // best one found (it fits whenever any plan fits, or with a link
   // whenever a plan without OFFLOAD fits) but not proven optimal.

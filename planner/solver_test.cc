@@ -225,6 +225,7 @@ std::vector<Scored3> EnumerateActions(const PlanProblem& p, int kinds) {
 struct LinkCounts {
   int instances = 0, infeasible = 0, offloaded = 0, needs_offload = 0;
   int sends_checkpoints = 0;  // plans with a RECOMPUTE_OFFLOAD that acts
+  int relaxation_proved = 0;  // no search with OFFLOAD needed
 };
 
 // Random instances with a host link, each solved at 9 budgets and compared
@@ -286,6 +287,9 @@ LinkCounts CheckLinkAgainstBruteForce(uint64_t seed, int iterations,
       REQUIRE(plan.actions.size() == p.blocks.size());
       REQUIRE(plan.feasible == feasible);
       ++counts.instances;
+      internal::ExactStats stats;
+      internal::SolveExact(p, &stats);
+      counts.relaxation_proved += stats.relaxation_proved;
       if (!feasible) {
         ++counts.infeasible;
         // The answer is the smallest peak the search knows: never above
@@ -322,6 +326,7 @@ TEST_CASE("exact with a host link matches brute force over all 3^n plans") {
   CHECK(c.infeasible > 500);
   CHECK(c.offloaded > 1000);
   CHECK(c.needs_offload > 150);  // fits only with OFFLOAD
+  CHECK(c.relaxation_proved > 300);
 }
 
 TEST_CASE("exact with checkpoints to host matches brute force over 4^n plans") {
@@ -330,6 +335,7 @@ TEST_CASE("exact with checkpoints to host matches brute force over 4^n plans") {
   CHECK(c.infeasible > 300);
   CHECK(c.sends_checkpoints > 300);
   CHECK(c.needs_offload > 150);
+  CHECK(c.relaxation_proved > 300);
 }
 
 // An independent exact reference for larger chains whose savings are small
