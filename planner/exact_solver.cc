@@ -1642,7 +1642,10 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
       std::chrono::steady_clock::now() - start);
   if (base_fits &&
       (options.time_limit.count() == 0 || elapsed < options.time_limit)) {
+    // A proof is only worth a fraction of the search it saves: the
+    // relaxation gets as many states as that search may examine.
     ExactOptions relax_options = options;
+    relax_options.max_nodes = std::min(options.max_nodes, kMaxOffloadNodes);
     if (options.time_limit.count() > 0) relax_options.time_limit -= elapsed;
     ExactStats relaxed;
     const std::vector<char> chosen = SolveCover(

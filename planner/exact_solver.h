@@ -67,8 +67,8 @@ struct ExactOptions {
   // pass before the search (ExactStats::heuristic_nodes) is outside this
   // limit: it examines at most 32 states per candidate (64 per block with
   // OFFLOAD). So is the relaxation the search with OFFLOAD solves first
-  // (a search without OFFLOAD over as many items as the blocks have
-  // actions), which has a limit of its own, equal to this one.
+  // (a search without OFFLOAD over an item per block and action), which
+  // has a limit of its own, the same as the search with OFFLOAD's.
   int64_t max_nodes = int64_t{1} << 30;
   // Time limit from the call's start (zero: none), checked where max_nodes
   // is, so it is overshot by at most two fronts' worth of states. The
