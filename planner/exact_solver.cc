@@ -1488,7 +1488,7 @@ class OffloadSearch {
       }
       i = j;
     }
-    DropDominated(front);
+    DropDominated(front, k + 1 < n_ ? blocks_[k + 1].now : 0.0);
   }
 
   // Across groups: X dominates Y when X's saving with every copy in flight
@@ -1500,7 +1500,10 @@ class OffloadSearch {
   // X no more (the waits depend on the actions alone, the wait at the end
   // of forward grows no faster from an earlier free time). A sweep by
   // saving with a Fenwick tree over free times holding the least cost.
-  void DropDominated(std::vector<OffloadState>& front) {
+  void DropDominated(std::vector<OffloadState>& front, double next_end) {
+    cheapest_.clear();
+    cheapest_free_.clear();
+    cheapest_profiles_.clear();
     const size_t m = survivors_.size();
     std::vector<double> times;
     times.reserve(m);
@@ -1560,8 +1563,90 @@ class OffloadSearch {
       }
       // Strictly cheaper: a state never drops itself.
       if (best < Cost{ky.state.cost, ky.state.count}) continue;
+      // The same test with the copies in flight as they land: X dominates
+      // Y too when at every time from the next block's end on, X's saving
+      // less its copies then in flight is at least Y's (the moments at the
+      // ends of forward hold no more; those of backward, when every copy
+      // has landed, see the savings). Tried against the cheapest states
+      // kept so far, which have at least Y's saving.
+      InFlightProfile(ky.state, next_end, &profile_);
+      bool dominated = false;
+      for (size_t c = 0; c < cheapest_.size() && !dominated; ++c) {
+        const OffloadState& x = front[cheapest_[c]];
+        dominated = kAsGood[ky.state.last][x.last] &&
+                    Cost{x.cost, x.count} < Cost{ky.state.cost, ky.state.count} &&
+                    cheapest_free_[c] <= ky.free_at &&
+                    LandsAsMuch(x.sigma, cheapest_profiles_[c], ky.state.sigma,
+                                profile_, next_end);
+      }
+      if (dominated) continue;
       front.push_back(ky.state);
+      KeepIfCheap(front, ky.free_at);
     }
+  }
+
+  // Keeps front.back() among the kProfileCandidates cheapest states kept
+  // (cheapest_ and the profile and free time of each).
+  void KeepIfCheap(const std::vector<OffloadState>& front, double free_at) {
+    const OffloadState& x = front.back();
+    size_t slot = cheapest_.size();
+    if (slot == kProfileCandidates) {
+      slot = 0;
+      for (size_t c = 1; c < cheapest_.size(); ++c) {
+        const OffloadState& a = front[cheapest_[c]];
+        const OffloadState& b = front[cheapest_[slot]];
+        if (a.cost > b.cost || (a.cost == b.cost && a.count > b.count)) slot = c;
+      }
+      const OffloadState& dearest = front[cheapest_[slot]];
+      if (!(x.cost < dearest.cost ||
+            (x.cost == dearest.cost && x.count < dearest.count))) {
+        return;
+      }
+    } else {
+      cheapest_.emplace_back();
+      cheapest_free_.emplace_back();
+      cheapest_profiles_.emplace_back();
+    }
+    cheapest_[slot] = front.size() - 1;
+    cheapest_free_[slot] = free_at;
+    cheapest_profiles_[slot] = profile_;
+  }
+
+  // The copies of `x` in flight at `next` (the next block's end) as
+  // (landing time, bytes), the first to land first.
+  void InFlightProfile(const OffloadState& x, double next,
+                       std::vector<std::pair<double, int64_t>>* profile) {
+    flight_.clear();
+    InFlight(x, next, &flight_);
+    profile->clear();
+    for (size_t i = flight_.size(); i-- > 0;) {
+      const OffloadNode& o = arena_[flight_[i]];
+      profile->push_back({o.landed, Moved(o)});
+    }
+  }
+
+  // Whether a saving of `sx` with the copies `px` in flight is at least
+  // `sy` with `py` at every time from `next` on (the copies not landed by
+  // a time do not count then).
+  static bool LandsAsMuch(int64_t sx, const std::vector<std::pair<double, int64_t>>& px,
+                          int64_t sy, const std::vector<std::pair<double, int64_t>>& py,
+                          double next) {
+    auto landed_by = [](int64_t saving,
+                        const std::vector<std::pair<double, int64_t>>& p, double t) {
+      for (const auto& [landed, bytes] : p) {
+        if (landed > t) saving -= bytes;
+      }
+      return saving;
+    };
+    auto holds = [&](double t) { return landed_by(sx, px, t) >= landed_by(sy, py, t); };
+    if (!holds(next)) return false;
+    for (const auto& copy : px) {
+      if (!holds(copy.first)) return false;
+    }
+    for (const auto& copy : py) {
+      if (!holds(copy.first)) return false;
+    }
+    return true;
   }
 
   struct Keyed {
@@ -1603,6 +1688,13 @@ class OffloadSearch {
   std::vector<int32_t> flight_;
   std::vector<size_t> survivors_;  // of keyed_, Pareto within their group
   std::vector<int> free_rank_;     // of keyed_: rank of free_at (1-based)
+  // DropDominated's second test: the cheapest states kept so far (indices
+  // into the front), with their free times and copies in flight.
+  static constexpr size_t kProfileCandidates = 16;
+  std::vector<size_t> cheapest_;
+  std::vector<double> cheapest_free_;
+  std::vector<std::vector<std::pair<double, int64_t>>> cheapest_profiles_;
+  std::vector<std::pair<double, int64_t>> profile_;
   double best_cost_ = std::numeric_limits<double>::infinity();
   int64_t best_count_ = kInf;
   int32_t best_node_ = -2;  // -2: the plan to beat, not found here
