@@ -241,7 +241,7 @@ void SearchStats(Family family, bool offload) {
           "\"us\":%.0f,\"steps\":%d,\"states\":%lld,\"nodes\":%lld,"
           "\"max_front\":%lld,\"tail\":%d,\"candidates\":%d,\"gap_over_block\":%.4f,"
           "\"heuristic_gap_over_block\":%.4f,\"cost_ns\":%lld,"
-          "\"heuristic_nodes\":%lld,\"whole_pruned\":%lld}\n",
+          "\"heuristic_nodes\":%lld,\"whole_pruned\":%lld,\"count_pruned\":%lld}\n",
           FamilyName(family), offload ? "true" : "false", n, u, us, st.steps,
           static_cast<long long>(st.states), static_cast<long long>(st.nodes),
           static_cast<long long>(st.max_front), st.tail, st.candidates,
@@ -251,7 +251,8 @@ void SearchStats(Family family, bool offload) {
               static_cast<double>(p.blocks[1].forward_ns),
           static_cast<long long>(st.cost_ns),
           static_cast<long long>(st.heuristic_nodes),
-          static_cast<long long>(st.whole_pruned));
+          static_cast<long long>(st.whole_pruned),
+          static_cast<long long>(st.count_pruned));
     }
   }
 }

@@ -39,6 +39,9 @@ struct ExactStats {
   // States dropped by the bound that counts whole blocks (exact_solver.cc,
   // SplitBound) that the LP bound kept.
   int64_t whole_pruned = 0;
+  // States dropped by the bound that counts a plan's blocks (exact_solver.cc,
+  // CountBound) that the LP bound kept.
+  int64_t count_pruned = 0;
   int tail = 0;                // candidates decided with their needs (the
                                // rest are one covering knapsack)
   // With a link: the relaxation of the search with OFFLOAD proved the plan
