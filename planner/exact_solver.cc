@@ -172,6 +172,7 @@ class CountBound {
                int64_t best_count) {
     active_ = true;
     counts_.clear();
+    least_ = std::numeric_limits<double>::infinity();
     const int m = static_cast<int>(items.size());
     const double g = static_cast<double>(largest_need);
     std::vector<double> v(m);
@@ -237,8 +238,10 @@ class CountBound {
         }
         (saved < g ? lo : hi) = mu;
       }
-      if (!Excludes(std::max(best, lb[k]), k, best_cost, best_count)) {
+      const double bound = std::max(best, lb[k]);
+      if (!Excludes(bound, k, best_cost, best_count)) {
         counts_.push_back({k, best_mu});
+        least_ = std::min(least_, bound);
       }
     }
     if (counts_.size() > kMaxCounts) {
@@ -274,6 +277,15 @@ class CountBound {
       std::fill(c.fv.begin(), c.fv.end(), 0.0);
       for (size_t u = t; u < order.size(); ++u) Add(&c, order[u], +1);
     }
+  }
+
+  // No plan better than the best given to Prepare costs less than this
+  // (kInf: there is none); 0 when inactive.
+  int64_t RootBound() const {
+    if (!active_) return 0;
+    if (least_ >= static_cast<double>(kInf)) return kInf;
+    return static_cast<int64_t>(
+        std::max(0.0, std::floor(least_ - 1 - 1e-9 * std::abs(least_))));
   }
 
   // Item p (chain position) is decided.
@@ -347,6 +359,7 @@ class CountBound {
   bool active_ = false;
   int top_ = 1;
   std::vector<Count> counts_;
+  double least_ = 0;  // the least bound over the counts left
 };
 
 // *sums = the prefix sums of v, from 0 items up.
@@ -939,12 +952,7 @@ class ReverseSearch {
             split_.Prepare(items_, order_, r_, t + 1, x.g);
             split_hint_ = -1;
           }
-          if (beam == 0 && !count_tried_ && m >= kDeepenItems) {
-            count_tried_ = true;
-            count_.Prepare(items_, order_, t + 1, largest_need_, known_cost_,
-                           known_count_);
-          }
-          if (count_.active() &&
+          if (beam == 0 && count_.active() &&
               !count_.MayBeat(x.cost, x.count, x.g, best->cost, best->count)) {
             ++st_->count_pruned;
             continue;
@@ -989,11 +997,12 @@ class ReverseSearch {
     for (const auto& [bound, x] : bounded_) front->push_back(x);
   }
 
-  // A plan known to exist, for CountBound's counts (the searches may look
-  // for one below a target instead, SolveCover).
-  void Known(int64_t cost, int64_t count) {
-    known_cost_ = cost;
-    known_count_ = count;
+  // Prepares the bound over plan counts (CountBound) for the searches to
+  // come, given a plan that exists (they may look for one below a target
+  // instead, SolveCover); returns its root bound.
+  int64_t PrepareCounts(int64_t cost, int64_t count) {
+    count_.Prepare(items_, order_, 0, largest_need_, cost, count);
+    return count_.RootBound();
   }
 
   // Marks the items of the best plan `best` found here.
@@ -1032,12 +1041,7 @@ class ReverseSearch {
   double slack_ = 0;  // rounding allowance of Bound, in ns
   int64_t largest_need_ = 0;
   SplitBound split_;              // prepared when first needed
-  // Prepared for the first state the cheaper bounds keep in the search
-  // proper (not the heuristic pass), on long chains; for the best plan
-  // then, which also holds for the searches after with better ones.
-  CountBound count_;
-  bool count_tried_ = false;
-  int64_t known_cost_ = kInf, known_count_ = kInf;  // a plan (see Known)
+  CountBound count_;  // see PrepareCounts
   mutable int split_hint_ = -1;  // where its scan starts (see Rest)
   std::vector<Node> arena_;
   std::vector<State> keep_, take_, merged_;
@@ -1126,8 +1130,12 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
   // target reaches the best plan. The bounds prune against the target, so
   // a search that starts near the optimum does the least work; a target
   // with no plan below it is proven a lower bound.
-  search.Known(best.cost, best.count);
-  int64_t proven = st.root_bound_ns;  // no plan costs less
+  int64_t proven = st.root_bound_ns;  // no plan cheaper than best costs less
+  if (m >= kDeepenItems) {
+    proven = std::min(best.cost, std::max(proven, search.PrepareCounts(
+                                                      best.cost, best.count)));
+    st.root_bound_ns = proven;
+  }
   bool done = false, stopped = false;
   if (m >= kDeepenItems) {
     for (int64_t step = std::max<int64_t>(1, (best.cost - proven) / 64);
