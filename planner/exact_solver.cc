@@ -72,6 +72,8 @@ constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 // and bounds states by their count (CountBound): on shorter chains neither
 // pays for itself.
 constexpr int kDeepenItems = 128;
+// The work (states per candidate) of the first search before them.
+constexpr int64_t kTryNodesPerItem = 16;
 // The states per step the heuristic pass keeps (ReverseSearch::Run).
 constexpr size_t kBeamWidth = 16;
 // The largest problem the planner builds (MakePlanProblem: base and
@@ -866,13 +868,15 @@ class ReverseSearch {
   // only the `beam` states of least bound (so it examines at most 2 beam
   // per item, and the work limit does not apply), and the time limit just
   // ends it.
-  bool Run(int64_t root_bound, Best* best, size_t beam = 0) {
+  bool Run(int64_t root_bound, Best* best, size_t beam = 0,
+           int64_t max_nodes = kInf) {
     const int m = m_;
+    max_nodes = std::min(max_nodes, max_nodes_);
     std::vector<State> front = {{std::max<int64_t>(req_[m], 0), 0, 0, -1}};
     if (split_.active()) split_.Start(0);
     if (count_.active()) count_.Start(order_, 0);
     for (int t = 0; t < m && !front.empty(); ++t) {
-      if ((beam == 0 && st_->nodes > max_nodes_) ||
+      if ((beam == 0 && st_->nodes > max_nodes) ||
           (time_limit_.count() > 0 &&
            std::chrono::steady_clock::now() - start_ >= time_limit_)) {
         if (beam > 0) return false;
@@ -1130,14 +1134,21 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
   // target reaches the best plan. The bounds prune against the target, so
   // a search that starts near the optimum does the least work; a target
   // with no plan below it is proven a lower bound.
+  // Most chains need neither: a first search with a small work limit
+  // (kTryNodesPerItem per item) finishes them.
   int64_t proven = st.root_bound_ns;  // no plan cheaper than best costs less
-  if (m >= kDeepenItems) {
-    proven = std::min(best.cost, std::max(proven, search.PrepareCounts(
-                                                      best.cost, best.count)));
-    st.root_bound_ns = proven;
-  }
   bool done = false, stopped = false;
   if (m >= kDeepenItems) {
+    if (search.Run(st.root_bound_ns, &best, 0, kTryNodesPerItem * m)) {
+      done = true;
+    } else {
+      st.stopped_at_limit = false;  // (best may be better, and is a plan)
+      proven = std::min(best.cost, std::max(proven, search.PrepareCounts(
+                                                        best.cost, best.count)));
+      st.root_bound_ns = proven;
+    }
+  }
+  if (m >= kDeepenItems && !done) {
     for (int64_t step = std::max<int64_t>(1, (best.cost - proven) / 64);
          proven + step < best.cost; step *= 2) {
       Best target{proven + step, -1, -3, -1};  // a bound, not a plan
