@@ -30,7 +30,12 @@
 // what is not needed, dearest first), then a heuristic pass of the same
 // search that keeps only the few states of least bound per step improves
 // it, and the search proper improves it whenever a state meets every
-// need, or the LP's choice completes it. Bytes are never
+// need, or the LP's choice completes it. On long chains that a first
+// search with a small work limit does not finish, a bound that knows how
+// many blocks a plan takes (CountBound) joins the others, and the search
+// deepens: it looks for a plan below a target just above the root bound,
+// raised until one is found, so that every bound prunes against a value
+// near the optimum rather than against the best plan known. Bytes are never
 // rounded. States of equal need keep only the cheapest: structurally
 // identical layers have equal savings, so without that a front grows with
 // the number of ways to reach the same saving.
@@ -72,7 +77,9 @@ constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 // and bounds states by their count (CountBound): on shorter chains neither
 // pays for itself.
 constexpr int kDeepenItems = 128;
-// The work (states per candidate) of the first search before them.
+// The work of the first search before them: what a search of a few
+// milliseconds examines, more on longer chains.
+constexpr int64_t kTryNodes = 1 << 16;
 constexpr int64_t kTryNodesPerItem = 16;
 // The states per step the heuristic pass keeps (ReverseSearch::Run).
 constexpr size_t kBeamWidth = 16;
@@ -1135,11 +1142,12 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
   // a search that starts near the optimum does the least work; a target
   // with no plan below it is proven a lower bound.
   // Most chains need neither: a first search with a small work limit
-  // (kTryNodesPerItem per item) finishes them.
+  // (kTryNodes) finishes them.
   int64_t proven = st.root_bound_ns;  // no plan cheaper than best costs less
   bool done = false, stopped = false;
   if (m >= kDeepenItems) {
-    if (search.Run(st.root_bound_ns, &best, 0, kTryNodesPerItem * m)) {
+    if (search.Run(st.root_bound_ns, &best, 0,
+                   std::max(kTryNodes, kTryNodesPerItem * m))) {
       done = true;
     } else {
       st.stopped_at_limit = false;  // (best may be better, and is a plan)

@@ -26,7 +26,10 @@ struct ExactStats {
   int steps = 0;               // sweep steps run before the bounds stopped it
   int64_t states = 0;          // front states kept, summed over steps
   int64_t max_front = 0;       // largest front
-  int64_t root_bound_ns = 0;   // the search's lower bound before it starts
+  // The search's lower bound before it starts: the LP's, or on long
+  // chains the bound over plan counts' where higher; with a link, the
+  // relaxation's (exact_solver.cc).
+  int64_t root_bound_ns = 0;
   int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
   // The best plan before the search proper: the greedy plan, improved by
   // the heuristic pass (with OFFLOAD: the recompute plan, improved by the
@@ -53,8 +56,9 @@ struct ExactStats {
   // whenever a plan without OFFLOAD fits) but not proven optimal.
   bool stopped_at_limit = false;
   // No plan that fits costs less (cost_ns when proven optimal; else the
-  // least bound over the states the search had left). Set when the search
-  // ran (not for keep_all_fits or infeasible).
+  // least bound over the states the search had left, or the highest
+  // target a deepening search proved no plan is below). Set when the
+  // search ran (not for keep_all_fits or infeasible).
   int64_t lower_bound_ns = 0;
 };
 
