@@ -77,9 +77,8 @@ constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 // and bounds states by their count (CountBound): on shorter chains neither
 // pays for itself.
 constexpr int kDeepenItems = 128;
-// The work of the first search before them: what a search of a few
-// milliseconds examines, more on longer chains.
-constexpr int64_t kTryNodes = 1 << 16;
+// The work of the first search before them, per candidate, at least
+// (ExactOptions::plain_search_nodes).
 constexpr int64_t kTryNodesPerItem = 16;
 // The states per step the heuristic pass keeps (ReverseSearch::Run).
 constexpr size_t kBeamWidth = 16;
@@ -1142,21 +1141,18 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
   // a search that starts near the optimum does the least work; a target
   // with no plan below it is proven a lower bound.
   // Most chains need neither: a first search with a small work limit
-  // (kTryNodes) finishes them.
+  // (ExactOptions::plain_search_nodes) finishes them.
   int64_t proven = st.root_bound_ns;  // no plan cheaper than best costs less
   bool done = false, stopped = false;
-  if (m >= kDeepenItems) {
-    if (search.Run(st.root_bound_ns, &best, 0,
-                   std::max(kTryNodes, kTryNodesPerItem * m))) {
-      done = true;
-    } else {
-      st.stopped_at_limit = false;  // (best may be better, and is a plan)
-      proven = std::min(best.cost, std::max(proven, search.PrepareCounts(
-                                                        best.cost, best.count)));
-      st.root_bound_ns = proven;
-    }
+  if (m >= kDeepenItems && options.plain_search_nodes > 0) {
+    done = search.Run(st.root_bound_ns, &best, 0,
+                      std::max(options.plain_search_nodes, kTryNodesPerItem * m));
+    st.stopped_at_limit = false;  // (best may be better, and is a plan)
   }
   if (m >= kDeepenItems && !done) {
+    proven = std::min(best.cost, std::max(proven, search.PrepareCounts(
+                                                      best.cost, best.count)));
+    st.root_bound_ns = proven;
     for (int64_t step = std::max<int64_t>(1, (best.cost - proven) / 64);
          proven + step < best.cost; step *= 2) {
       Best target{proven + step, -1, -3, -1};  // a bound, not a plan

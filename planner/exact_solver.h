@@ -82,6 +82,11 @@ struct ExactOptions {
   // daemon sets it from its solve deadline: a plan in time, even one not
   // proven optimal, beats an optimal one the trainer no longer waits for.
   std::chrono::nanoseconds time_limit{0};
+  // On chains of 128 candidates or more, the work of a first, plain
+  // search (at least this, or 16 states per candidate). Most chains end
+  // there; past it the search bounds the number of blocks a plan takes
+  // and deepens (exact_solver.cc, SolveCover). 0: at once.
+  int64_t plain_search_nodes = int64_t{1} << 16;
 };
 
 // Actions of the optimal plan for `problem` (exact_solver.cc says how and

@@ -425,7 +425,13 @@ TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
     internal::ExactStats st;
     internal::SolveExact(p, &st);
     counted += st.whole_pruned > 0;
-    by_count += st.count_pruned > 0;
+    // Again with the bound over plan counts and the deepening from the
+    // start (most of these chains end before them otherwise).
+    internal::ExactOptions deepen;
+    deepen.plain_search_nodes = 0;
+    internal::ExactStats deepened;
+    const std::vector<Action> actions = internal::SolveExact(p, deepen, &deepened);
+    by_count += deepened.count_pruned > 0;
     INFO("iter " << iter << " n " << n);
     CheckContract(p, plan, "exact");
     REQUIRE(plan.feasible == (ref.cost < kInf));
@@ -433,6 +439,11 @@ TEST_CASE("exact matches a DP over savings on chains of up to 300 blocks") {
       CHECK(plan.recompute_ns == ref.cost);
       CHECK(std::count(plan.actions.begin(), plan.actions.end(),
                        Action::kRecompute) == ref.count);
+      CHECK(deepened.cost_ns == ref.cost);
+      CHECK(deepened.lower_bound_ns == ref.cost);
+      CHECK(std::count(actions.begin(), actions.end(), Action::kRecompute) ==
+            ref.count);
+      CHECK(PredictedPeakBytes(p, actions) <= p.limit_bytes());
     }
   }
   INFO("searches with the bound over whole items: " << counted
