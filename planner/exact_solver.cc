@@ -165,16 +165,16 @@ class LpBound {
 // at the count a plan really takes, with mu chosen for that count, this
 // bound meets the optimum within a few ns on the bench's 1000-block
 // chains, and at every other count it exceeds it. So Prepare finds the
-// counts a plan cheaper than the best known may take (a grid of mu rules
-// most out at once, a search over mu the rest), and Least bounds a state
-// by the least over those counts, with the items still undecided.
+// counts a plan cheaper than a known one may take (a grid of mu rules
+// most out at once, a search over mu the rest), and MayBeat bounds a
+// state at each of those counts, with the items still undecided.
 class CountBound {
  public:
   bool active() const { return active_; }
 
   // For the items undecided from processing index t on (those before are
-  // decided), a relaxation's need `largest_need` over all of them, and
-  // the best plan (cost, count). Inactive when too many counts remain.
+  // decided), a relaxation's need `largest_need` over all of them, and a
+  // plan that exists (cost, count). Inactive when too many counts remain.
   void Prepare(const std::vector<Item>& items, const std::vector<int>& order,
                int t, int64_t largest_need, int64_t best_cost,
                int64_t best_count) {
@@ -1139,8 +1139,8 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
   // keeps every state that could lead to a plan below the target) or the
   // target reaches the best plan. The bounds prune against the target, so
   // a search that starts near the optimum does the least work; a target
-  // with no plan below it is proven a lower bound.
-  // Most chains need neither: a first search with a small work limit
+  // with no plan below it is proven a lower bound. Most chains need none
+  // of this: a first, plain search with a small work limit
   // (ExactOptions::plain_search_nodes) finishes them.
   int64_t proven = st.root_bound_ns;  // no plan cheaper than best costs less
   bool done = false, stopped = false;
