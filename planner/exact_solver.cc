@@ -1553,9 +1553,9 @@ class OffloadSearch {
   // its wait when the block above is not recomputed, and one with the
   // block above recomputed (plain or sending its own checkpoint at its
   // least wait), its saving and cost included. A plan maps to items from
-  // the bottom up: a sender takes the block above into its pair when that
-  // one is recomputed, else stands alone; a block not taken so is its own
-  // item (RECOMPUTE, or RECOMPUTE_OFFLOAD at its least wait). The items
+  // the bottom up: a sender not already in the pair of the block below
+  // takes the block above into its pair when that one is recomputed, else
+  // stands alone; a RECOMPUTE not in a pair is its own item. The items
   // save at least what the plan saves below every need (a pair's saving
   // placed at its lower block only adds) and cost no more; the count (a
   // pair is one item) is no more either. An item that saves nothing is
