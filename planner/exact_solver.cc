@@ -172,12 +172,11 @@ class CountBound {
  public:
   bool active() const { return active_; }
 
-  // For the items undecided from processing index t on (those before are
-  // decided), a relaxation's need `largest_need` over all of them, and a
-  // plan that exists (cost, count). Inactive when too many counts remain.
-  void Prepare(const std::vector<Item>& items, const std::vector<int>& order,
-               int t, int64_t largest_need, int64_t best_cost,
-               int64_t best_count) {
+  // For `items`, a relaxation's need `largest_need` over all of them, and
+  // a plan that exists (cost, count). Inactive when too many counts
+  // remain. Start says which items are undecided.
+  void Prepare(const std::vector<Item>& items, int64_t largest_need,
+               int64_t best_cost, int64_t best_count) {
     active_ = true;
     counts_.clear();
     least_ = std::numeric_limits<double>::infinity();
@@ -275,7 +274,6 @@ class CountBound {
     }
     top_ = 1;
     while (top_ * 2 <= m) top_ *= 2;
-    Start(order, t);
   }
 
   // The items order[t, m) undecided, the others decided.
@@ -1011,7 +1009,7 @@ class ReverseSearch {
   // come, given a plan that exists (they may look for one below a target
   // instead, SolveCover); returns its root bound.
   int64_t PrepareCounts(int64_t cost, int64_t count) {
-    count_.Prepare(items_, order_, 0, largest_need_, cost, count);
+    count_.Prepare(items_, largest_need_, cost, count);
     return count_.RootBound();
   }
 
@@ -1497,14 +1495,15 @@ class OffloadSearch {
   // least bound.
   void KeepLeastBound(int k, const LpBound& lp, size_t beam,
                       std::vector<OffloadState>* front) {
-    auto bound = [&](const OffloadState& x) {
-      return x.cost + static_cast<double>(lp.LowerBound(ahead_[k] - x.sigma));
-    };
-    std::nth_element(front->begin(), front->begin() + beam, front->end(),
-                     [&](const OffloadState& x, const OffloadState& y) {
-                       return bound(x) < bound(y);
-                     });
-    front->resize(beam);
+    bounded_.clear();
+    for (const OffloadState& x : *front) {
+      bounded_.push_back(
+          {x.cost + static_cast<double>(lp.LowerBound(ahead_[k] - x.sigma)), x});
+    }
+    std::nth_element(bounded_.begin(), bounded_.begin() + beam, bounded_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    front->clear();
+    for (size_t i = 0; i < beam; ++i) front->push_back(bounded_[i].second);
   }
 
   // Whether some block may send something to host (else every plan left
@@ -1515,8 +1514,9 @@ class OffloadSearch {
     });
   }
 
-  // The needs of Relax's covering problem (SolveCover): req[p] for the
-  // items below p (the needs of the blocks from item p-1's up to item p's).
+  // Relax's covering problem (SolveCover): its items, and its needs,
+  // req[p] for the items below p (the needs of the blocks from item p-1's
+  // up to item p's).
   const std::vector<Item>& items() const { return items_; }
   std::vector<int64_t> RelaxedNeeds() const {
     std::vector<int64_t> req(items_.size() + 1, -kInf);
@@ -1957,6 +1957,7 @@ class OffloadSearch {
   std::vector<int> rank_of_;
   std::vector<OffloadNode> arena_;
   std::vector<OffloadState> children_;
+  std::vector<std::pair<double, OffloadState>> bounded_;  // KeepLeastBound's
   std::vector<Keyed> keyed_;
   // Interned queues of copies in flight (KeyOf): the queue below the
   // newest copy, and the newest copy's bytes and landing time.
