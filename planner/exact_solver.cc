@@ -1249,7 +1249,8 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // L_i = max(now_i, L of the copy before) + T_i. Before block k is decided,
 // with sigma the savings of the blocks below k (a_i - o_i recomputed, t_i
 // offloaded, whether landed or not), A_k = base + the a_i below k and
-// inflight_k the t_i of copies not landed by now_k:
+// inflight_k the t_i of copies not landed by now_{k-1}, when block k's
+// forward starts (the runtime waits there for those that have):
 //
 //   end of block k's forward:  A_k - sigma + inflight_k + a_k <= limit
 //   block k's backward:        A_k - sigma + bwd_k + [k-1 offloaded] t_{k-1}
@@ -1273,7 +1274,7 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // can send its checkpoint.
 //
 // A state: sigma, cost, count, block k-1's action (Last), and the
-// copies still in flight when the next block's forward ends (their bytes
+// copies still in flight when the next block's forward starts (their bytes
 // and landing times: what the future moments depend on; which blocks they
 // are does not matter, so identical layers merge). States with the same
 // copies in flight and the same last action compare on (sigma, cost,
@@ -1309,7 +1310,9 @@ struct OffloadBlock {
   int64_t below = 0;  // A_k: base plus the a_i of the blocks below
   int64_t a = 0, s = 0, t = 0, bwd = 0, c = 0;
   int64_t ro = 0;  // RECOMPUTE_OFFLOAD's copy: o_{k-1}, its checkpoint
-  double bns = 0, now = 0;
+  // now: when the block's forward ends; start: when it starts (a copy
+  // landed by then is off the device at the block's end, SimulateStep).
+  double bns = 0, now = 0, start = 0;
   // Per copy kind (OFFLOAD's t, RECOMPUTE_OFFLOAD's ro): time out, time
   // back, and the least wait for the copy back: with the block above
   // recomputed when that one can be. Charged when the block is chosen so;
@@ -1365,6 +1368,7 @@ class OffloadSearch {
       x.bwd = m.backward_bytes;
       x.c = b.forward_ns;
       x.bns = static_cast<double>(m.backward_ns);
+      x.start = now;
       now += static_cast<double>(b.forward_ns);
       x.now = now;
       x.out_ns = static_cast<double>(x.t) / problem.d2h_bytes_per_s * 1e9;
@@ -1683,7 +1687,7 @@ class OffloadSearch {
       // (Block k's own checkpoint, if it sends it, is back in its
       // backward: held still counts it.)
       const int64_t held = x.below - st.sigma;
-      if (held + InFlight(st, x.now, nullptr) + x.a > limit_) continue;
+      if (held + InFlight(st, x.start, nullptr) + x.a > limit_) continue;
       if (held + x.bwd + (k > 0 ? Prefetched(st, k - 1) : 0) > limit_) continue;
       // The wait for block k-1's copy back, hidden by block k's backward.
       auto wait_below = [&](bool recompute) {
@@ -1746,12 +1750,12 @@ class OffloadSearch {
       if (bound > best_cost_ || (bound == best_cost_ && c.count >= best_count_)) {
         continue;
       }
-      // Copies that land before the next block's forward ends change no
+      // Copies that land before the next block's forward starts change no
       // later moment, landing time or wait: the state is keyed, and its
-      // saving guaranteed, from then on.
-      const double next = blocks_[k + 1].now;
-      keyed_.push_back({KeyOf(c, next), c, c.sigma - InFlight(c, next, nullptr),
-                        std::max(next, Drained(c))});
+      // saving guaranteed, from then on. Its next copy starts no earlier
+      // than the next block's end.
+      keyed_.push_back({KeyOf(c, x.now), c, c.sigma - InFlight(c, x.now, nullptr),
+                        std::max(blocks_[k + 1].now, Drained(c))});
     }
     // Within a group: more saving first; keep a state only if it is
     // cheaper (cost, then count) than every one with more saving.
@@ -1776,11 +1780,11 @@ class OffloadSearch {
       }
       i = j;
     }
-    DropDominated(front, k + 1 < n_ ? blocks_[k + 1].now : 0.0);
+    DropDominated(front, x.now);
   }
 
   // Across groups: X dominates Y when X's saving with every copy in flight
-  // at the next block's end counted as never landing is at least Y's
+  // at the next block's start counted as never landing is at least Y's
   // saving, X's copy engine is free no later, X did not offload block k
   // unless Y did too (kAsGood), and X costs
   // less (cost, then count). Then every completion of Y fits for X too
@@ -1788,7 +1792,7 @@ class OffloadSearch {
   // X no more (the waits depend on the actions alone, the wait at the end
   // of forward grows no faster from an earlier free time). A sweep by
   // saving with a Fenwick tree over free times holding the least cost.
-  void DropDominated(std::vector<OffloadState>& front, double next_end) {
+  void DropDominated(std::vector<OffloadState>& front, double next_start) {
     cheapest_.clear();
     cheapest_free_.clear();
     cheapest_profiles_.clear();
@@ -1852,12 +1856,12 @@ class OffloadSearch {
       // Strictly cheaper: a state never drops itself.
       if (best < Cost{ky.state.cost, ky.state.count}) continue;
       // The same test with the copies in flight as they land: X dominates
-      // Y too when at every time from the next block's end on, X's saving
+      // Y too when at every time from the next block's start on, X's saving
       // less its copies then in flight is at least Y's (the moments at the
       // ends of forward hold no more; those of backward, when every copy
       // has landed, see the savings). Tried against the cheapest states
       // kept so far, which have at least Y's saving.
-      InFlightProfile(ky.state, next_end, &profile_);
+      InFlightProfile(ky.state, next_start, &profile_);
       bool dominated = false;
       for (size_t c = 0; c < cheapest_.size() && !dominated; ++c) {
         const OffloadState& x = front[cheapest_[c]];
@@ -1865,7 +1869,7 @@ class OffloadSearch {
                     Cost{x.cost, x.count} < Cost{ky.state.cost, ky.state.count} &&
                     cheapest_free_[c] <= ky.free_at &&
                     LandsAsMuch(x.sigma, cheapest_profiles_[c], ky.state.sigma,
-                                profile_, next_end);
+                                profile_, next_start);
       }
       if (dominated) continue;
       front.push_back(ky.state);
@@ -1900,7 +1904,7 @@ class OffloadSearch {
     cheapest_profiles_[slot] = profile_;
   }
 
-  // The copies of `x` in flight at `next` (the next block's end) as
+  // The copies of `x` in flight at `next` (the next block's start) as
   // (landing time, bytes), the first to land first.
   void InFlightProfile(const OffloadState& x, double next,
                        std::vector<std::pair<double, int64_t>>* profile) {
@@ -1941,7 +1945,7 @@ class OffloadSearch {
     uint64_t key;  // KeyOf
     OffloadState state;
     int64_t guaranteed;  // sigma less the copies in flight at the next
-                         // block's end
+                         // block's start
     double free_at;      // when the copy engine takes the next copy
   };
 

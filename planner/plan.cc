@@ -130,10 +130,21 @@ StepSimulation SimulateStep(const PlanProblem& problem,
   double now = 0, d2h_free = 0;
   int64_t held = problem.base_bytes;  // base plus the shares of blocks < k
   std::vector<int64_t> below(n + 1);  // base plus the shares of blocks < j
+  sim.copies_out_landed.assign(n, 0);
   for (size_t k = 0; k < n; ++k) {
     below[k] = held;
-    now += static_cast<double>(problem.blocks[k].forward_ns);
+    // A copy counts as landed at block k's end only if it has landed by
+    // the block's start, where the runtime waits for it (copies_out_landed:
+    // the blocks below k, those of them that send, all landed by `now`):
+    // then no clock error puts more on the device than this moment holds.
+    int32_t landed = 0;
+    for (size_t i : offloads) {
+      if (i >= k || copied_out[i] > now) break;
+      landed = static_cast<int32_t>(i) + 1;
+    }
+    sim.copies_out_landed[k] = landed;
     moment(held + in_flight(k, now) + mem[k].keep_bytes, k, false);
+    now += static_cast<double>(problem.blocks[k].forward_ns);
     if (offloaded[k]) {
       d2h_free = std::max(now, d2h_free) +
                  TransferNs(moved[k], problem.d2h_bytes_per_s);
@@ -221,6 +232,7 @@ void ScorePlan(const PlanProblem& problem, Plan* plan) {
   plan->predicted_peak_bytes = sim.peak_bytes;
   plan->recompute_ns = sim.recompute_ns;
   plan->exposed_transfer_ns = sim.exposed_transfer_ns;
+  plan->copies_out_landed = sim.copies_out_landed;
   plan->feasible = plan->predicted_peak_bytes <= problem.limit_bytes();
 }
 

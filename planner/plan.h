@@ -106,6 +106,12 @@ struct Plan {
   int64_t recompute_ns = 0;          // RecomputeNs(problem, actions)
   // Transfer time that compute does not hide (SimulateStep).
   int64_t exposed_transfer_ns = 0;
+  // Per block (empty: none): before the block's forward the runtime waits
+  // until every copy out of the blocks below this index has landed. The
+  // memory model counts those bytes off the device from there on
+  // (StepSimulation::copies_out_landed), so the wait is what makes the
+  // prediction hold when a step computes faster than its estimates.
+  std::vector<int32_t> copies_out_landed;
   std::string solver;                // the solver that made it
   // Exact solvers only: how much cheaper (recompute_ns plus
   // exposed_transfer_ns) a fitting plan could still be; 0 when proven optimal, more when the search stopped at
@@ -127,7 +133,11 @@ struct Plan {
 //              first in first out, each starting when its block's forward
 //              ends (or when the engine is free) and taking t_i / bandwidth.
 // The moment at the end of block k's forward holds base, every earlier
-// block's share at that time, and a_k.
+// block's share as of the start of block k's forward, and a_k: a copy
+// landed by then is off the device for the whole block, because the
+// runtime waits for it there (Plan::copies_out_landed). The clock is the
+// estimates' forward times, which a real step may beat: the wait, not the
+// clock, keeps the device within this moment.
 // Backward, blocks L-1..0. During block j's backward the blocks above j
 // have freed what they held; block j has a_j materialised (kept, rebuilt
 // by its recompute, or prefetched back), the gradient of its output (o_j),
@@ -163,6 +173,10 @@ struct StepSimulation {
   bool peak_in_backward = false;
   int64_t recompute_ns = 0;
   int64_t exposed_transfer_ns = 0;
+  // Per block: the copies out that have landed by the start of its
+  // forward, as a count of leading blocks (every copy out of blocks
+  // 0..copies_out_landed[k]-1 has landed; first in first out).
+  std::vector<int32_t> copies_out_landed;
 };
 // Precondition: actions.size() == problem.blocks.size().
 StepSimulation SimulateStep(const PlanProblem& problem,

@@ -106,6 +106,34 @@ TEST_CASE("a slow link keeps the bytes on the device and exposes the wait") {
   CHECK(sim.exposed_transfer_ns == 186 + 178);
 }
 
+TEST_CASE("a copy is off the device from the block that starts after it lands") {
+  PlanProblem p = Problem();
+  const std::vector<Action> oa = {A::kOffload, A::kKeep, A::kKeep};
+  // Forwards end at 7, 18 and 21 ns. At 20 bytes per ns a's 200 bytes land
+  // at 17, during b's forward: b's end still holds them (1000 + 300 + 500),
+  // c's does not (1600 + 200); the runtime waits for a's copy before c.
+  // The peak is b's backward, a prefetched: 1100 + 200 + 640.
+  p.d2h_bytes_per_s = p.h2d_bytes_per_s = 2e10;
+  StepSimulation sim = SimulateStep(p, oa);
+  CHECK(sim.copies_out_landed == std::vector<int32_t>{0, 0, 1});
+  CHECK(sim.peak_bytes == 1940);
+  // At 16 bytes per ns they land at 19.5, during c's forward: c's end holds
+  // them too (1000 + 300 + 500 + 200), though they land before forward
+  // ends (no wait there).
+  p.d2h_bytes_per_s = p.h2d_bytes_per_s = 1.6e10;
+  sim = SimulateStep(p, oa);
+  CHECK(sim.copies_out_landed == std::vector<int32_t>{0, 0, 0});
+  CHECK(sim.peak_bytes == 2000);
+  CHECK(sim.peak_block == 2);
+  CHECK_FALSE(sim.peak_in_backward);
+  CHECK(sim.exposed_transfer_ns == 0);
+  // ScorePlan passes the waits on to the plan.
+  Plan plan;
+  plan.actions = oa;
+  ScorePlan(p, &plan);
+  CHECK(plan.copies_out_landed == sim.copies_out_landed);
+}
+
 TEST_CASE("a checkpoint sent to host leaves the device and comes back") {
   // Four equal blocks: a = 100, every output 10, 1 ns forwards.
   PlanProblem p;
