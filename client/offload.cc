@@ -233,6 +233,10 @@ void OffloadGroup::Prefetch() {
   storages_.clear();
 }
 
+void OffloadGroup::WaitCopiesOut() const {
+  for (const auto& s : storages_) s->out.Wait().IgnoreError();
+}
+
 Offloader::Offloader(kernels::CopyEngine* engine, OffloadOptions options)
     : engine_(engine), options_(options) {
   TORCH_CHECK(engine_ != nullptr, "remat offload: needs a copy engine");

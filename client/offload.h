@@ -82,6 +82,9 @@ class OffloadGroup {
   // Starts copying every storage of the group back (those not already on
   // their way) and lets go of them. Returns at once.
   void Prefetch();
+  // Waits until every copy to host of the group has landed (a failed copy
+  // fails the backward that needs it, not this).
+  void WaitCopiesOut() const;
 
  private:
   friend class Offloader;

@@ -129,6 +129,7 @@ PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
   if (good == nullptr) good = last_good_.Covering(key);
   if (good != nullptr) {
     choice.actions = good->actions;
+    choice.copies_out_landed = good->copies_out_landed;
     choice.predicted_peak_bytes = good->predicted_peak_bytes;
     choice.solver = good->solver;
     choice.source = PlanSource::kLastGood;
@@ -165,6 +166,7 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
       ++stats_.local_hits;
       PlanChoice choice;
       choice.actions = hit->actions;
+      choice.copies_out_landed = hit->copies_out_landed;
       choice.predicted_peak_bytes = hit->predicted_peak_bytes;
       choice.solver = hit->solver;
       choice.source = PlanSource::kLocalCache;
@@ -210,6 +212,7 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
       planned = safe[i] == Action::kKeep ? a == Action::kKeep : Recomputes(a);
     }
     choice.actions = planned ? result->plan->actions : safe;
+    if (planned) choice.copies_out_landed = result->plan->copies_out_landed;
     choice.source = PlanSource::kCollect;
     return choice;
   }
@@ -222,12 +225,13 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
                    options_.offload_checkpoints);
   if (!usable.ok()) return Fallback(key, usable);
   choice.actions = result->plan->actions;
+  choice.copies_out_landed = result->plan->copies_out_landed;
   choice.source = PlanSource::kPlanner;
   choice.predicted_peak_bytes = result->plan->predicted_peak_bytes;
   choice.solver = result->plan->solver;
   if (result->bucket == key.first) {
-    const Cached plan{choice.actions, choice.predicted_peak_bytes,
-                      choice.solver};
+    const Cached plan{choice.actions, choice.copies_out_landed,
+                      choice.predicted_peak_bytes, choice.solver};
     cache_.Put(key, plan);
     last_good_.Put(key, plan);
   }

@@ -67,6 +67,9 @@ struct PlanChooserOptions {
 
 struct PlanChoice {
   std::vector<Action> actions;  // one per block; OFFLOAD only if allowed
+  // Where the runtime waits for copies to host (Plan::copies_out_landed);
+  // empty for none.
+  std::vector<int32_t> copies_out_landed;
   PlanSource source = PlanSource::kSafe;
   // The plan's predicted peak and solver, when a planner made it (also for
   // cached and last good plans); 0 and empty for collect and safe plans.
@@ -119,6 +122,7 @@ class PlanChooser {
   // What is kept of a planner's plan.
   struct Cached {
     std::vector<Action> actions;
+    std::vector<int32_t> copies_out_landed;
     int64_t predicted_peak_bytes = 0;
     std::string solver;
   };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <unordered_set>
 #include <utility>
@@ -98,17 +99,33 @@ std::vector<at::Tensor> Resident(const torch::nn::AnyModule& module) {
 
 Tensors CheckpointedSequentialImpl::forward(
     const Tensors& inputs, const Tensors& side,
-    const std::vector<Action>& actions) {
+    const std::vector<Action>& actions,
+    const std::vector<int32_t>& copies_out_landed) {
   TORCH_CHECK(actions.size() == blocks_.size(),
               "CheckpointedSequential: the plan has ", actions.size(),
               " actions for a model of ", blocks_.size(),
               " blocks; plans must have one action per block");
+  TORCH_CHECK(copies_out_landed.empty() ||
+                  copies_out_landed.size() == blocks_.size(),
+              "CheckpointedSequential: copies_out_landed has ",
+              copies_out_landed.size(), " entries for a model of ",
+              blocks_.size(), " blocks; give one per block, or none");
   const bool grad = at::GradMode::is_enabled();
   std::unique_ptr<Offloader> offloader;
   std::shared_ptr<OffloadGroup> below;  // the offloaded block just run
+  // The blocks that sent copies to host, whose landing no wait has seen.
+  std::deque<std::pair<size_t, std::shared_ptr<OffloadGroup>>> sent;
   Tensors x = inputs;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Block& block = blocks_[i];
+    // The memory model counts these copies off the device from this
+    // block on (plan.h): a step faster than the estimates waits here
+    // rather than hold more than the plan predicts.
+    while (i < copies_out_landed.size() && !sent.empty() &&
+           sent.front().first < static_cast<size_t>(copies_out_landed[i])) {
+      sent.front().second->WaitCopiesOut();
+      sent.pop_front();
+    }
     std::shared_ptr<OffloadGroup> offloaded;
     // Checkpoint and the offloader see the side inputs as inputs (they may
     // need gradients), after the block's own.
@@ -210,6 +227,7 @@ Tensors CheckpointedSequentialImpl::forward(
       }
       if (!hooked) below->Prefetch();
     }
+    if (offloaded != nullptr) sent.emplace_back(i, offloaded);
     below = std::move(offloaded);
   }
   // Backward begins once every copy out has landed (the memory model's
@@ -330,7 +348,8 @@ Tensors PlannedModel::Step::forward(const Tensors& inputs,
       begin_bytes_ = memory->current_bytes();
     }
   }
-  return model->forward(inputs, side, choice_.actions);
+  return model->forward(inputs, side, choice_.actions,
+                        choice_.copies_out_landed);
 }
 
 absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {

@@ -120,10 +120,13 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   // grad mode off every block just runs: there is nothing to keep. An
   // OFFLOAD block's saved tensors go to host and are prefetched when the
   // backward of the block above it begins (at the end of forward for the
-  // last block). Returns once every copy to host has landed, as the memory
-  // model has it (plan.h).
+  // last block). Before block i's forward it waits until the copies to host
+  // of every block below copies_out_landed[i] have landed (the plan's
+  // Plan::copies_out_landed; empty: no such waits), and it returns once
+  // every copy to host has landed, as the memory model has it (plan.h).
   Tensors forward(const Tensors& inputs, const Tensors& side,
-                  const std::vector<Action>& actions);
+                  const std::vector<Action>& actions,
+                  const std::vector<int32_t>& copies_out_landed = {});
   // One tensor in, one out.
   torch::Tensor forward(const torch::Tensor& input,
                         const std::vector<Action>& actions);

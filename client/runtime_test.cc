@@ -426,6 +426,61 @@ TEST_CASE("offloaded activations leave the device's footprint",
   CHECK(engine->stats().pending_copies == 0);
 }
 
+// Calls `probe` as its forward runs; doubles its input.
+struct ProbeBlockImpl : torch::nn::Module {
+  explicit ProbeBlockImpl(std::function<void()> probe)
+      : probe(std::move(probe)) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    probe();
+    return x * 2;
+  }
+  std::function<void()> probe;
+};
+TORCH_MODULE(ProbeBlock);
+
+TEST_CASE("before a block the runtime waits for the copies the plan counts "
+          "landed", "[offload]") {
+  torch::manual_seed(5);
+  auto model = CheckpointedSequential();
+  model->push_back("b0", MlpBlock(64, 512, 0.0));
+  model->push_back("b1", MlpBlock(64, 512, 0.0));
+  // A slow link (0.2 GB/s: ~7 ms per block's copy, far longer than a
+  // probe's forward).
+  kernels::CopyEngineOptions slow;
+  slow.link_bytes_per_s = 2e8;
+  auto engine = kernels::NewCpuCopyEngine(slow);
+  model->set_copy_engine(engine.get());
+  std::vector<int64_t> seen;  // bytes landed on host as each probe ran
+  auto probe = [&seen, e = engine.get()] {
+    seen.push_back(e->stats().bytes_to_host);
+  };
+  model->push_back("p2", ProbeBlock(probe));
+  model->push_back("p3", ProbeBlock(probe));
+  auto run = [&](const std::vector<int32_t>& landed) {
+    seen.clear();
+    const int64_t before = engine->stats().bytes_to_host;
+    torch::Tensor x = torch::randn({256, 64}, torch::requires_grad());
+    torch::Tensor loss = model->forward({x}, {}, {O, O, K, K}, landed)[0].sum();
+    const int64_t moved = engine->stats().bytes_to_host - before;
+    loss.backward();
+    REQUIRE(seen.size() == 2);
+    for (int64_t& s : seen) s -= before;
+    return moved;
+  };
+  // p3 runs once both copies have landed: all the forward moves.
+  int64_t moved = run({0, 0, 0, 2});
+  CHECK(moved >= 2 * (1 << 20));  // each block saves 1 MiB or more
+  CHECK(seen[1] == moved);
+  // p2 once b0's has.
+  moved = run({0, 0, 1, 1});
+  CHECK(seen[0] > 0);
+  CHECK(seen[0] <= moved);
+  // One entry per block, or none.
+  CHECK_THROWS_WITH(model->forward({torch::randn({256, 64})}, {},
+                                   {O, O, K, K}, {0, 0}),
+                    Catch::Contains("copies_out_landed has 2 entries"));
+}
+
 TEST_CASE("checkpoints sent to host leave the device's footprint",
           "[offload]") {
   torch::manual_seed(7);

@@ -181,6 +181,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("predicted_peak_bytes", &Plan::predicted_peak_bytes)
       .def_readonly("recompute_ns", &Plan::recompute_ns)
       .def_readonly("exposed_transfer_ns", &Plan::exposed_transfer_ns)
+      .def_readonly("copies_out_landed", &Plan::copies_out_landed)
       .def_readonly("solver", &Plan::solver)
       .def_readonly("optimality_gap_ns", &Plan::optimality_gap_ns);
 
@@ -289,6 +290,7 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PlanChoice>(m, "PlanChoice")
       .def_readonly("actions", &PlanChoice::actions)
+      .def_readonly("copies_out_landed", &PlanChoice::copies_out_landed)
       .def_readonly("source", &PlanChoice::source)
       .def_readonly("predicted_peak_bytes", &PlanChoice::predicted_peak_bytes)
       .def_readonly("solver", &PlanChoice::solver)
@@ -445,7 +447,9 @@ PYBIND11_MODULE(_core, m) {
           py::arg("probe"));
 
   py::class_<OffloadGroup, std::shared_ptr<OffloadGroup>>(m, "OffloadGroup")
-      .def("prefetch", &OffloadGroup::Prefetch);
+      .def("prefetch", &OffloadGroup::Prefetch)
+      .def("wait_copies_out", &OffloadGroup::WaitCopiesOut,
+           py::call_guard<py::gil_scoped_release>());
 
   py::class_<SavedTensor>(m, "SavedTensor")
       .def("unpack", &SavedTensor::Unpack,

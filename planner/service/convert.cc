@@ -192,6 +192,9 @@ void PlanToProto(const ModelSpec& spec, const Plan& plan, v1::Plan* proto,
     if (with_reasons && i < plan.reasons.size()) {
       b->set_reason(plan.reasons[i]);
     }
+    if (i < plan.copies_out_landed.size()) {
+      b->set_copies_out_landed(plan.copies_out_landed[i]);
+    }
   }
   proto->set_predicted_peak_bytes(plan.predicted_peak_bytes);
   proto->set_recompute_ns(plan.recompute_ns);
@@ -213,6 +216,16 @@ absl::StatusOr<Plan> PlanFromProto(const v1::Plan& proto) {
     if (!action.ok()) return action.status();
     plan.actions.push_back(*action);
     plan.reasons.push_back(proto.blocks(i).reason());
+    const int32_t landed = proto.blocks(i).copies_out_landed();
+    const int32_t below =
+        plan.copies_out_landed.empty() ? 0 : plan.copies_out_landed.back();
+    if (landed < below || landed > i) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan.blocks[", i, "].copies_out_landed: ", landed,
+          " must be in [", below,
+          ", ", i, "] (at least the block below's, at most the block's index)"));
+    }
+    plan.copies_out_landed.push_back(landed);
   }
   plan.predicted_peak_bytes = proto.predicted_peak_bytes();
   plan.recompute_ns = proto.recompute_ns();

@@ -172,6 +172,36 @@ TEST_CASE("plan results survive the round trip; COLLECT has no plan") {
   REQUIRE_FALSE(PlanResultFromProto(proto).ok());
 }
 
+TEST_CASE("a plan's copy waits survive the round trip and are checked") {
+  auto plan = std::make_shared<Plan>();
+  plan->actions = {Action::kKeep, Action::kOffload, Action::kKeep};
+  plan->copies_out_landed = {0, 0, 2};
+  PlanResult r;
+  r.plan = plan;
+  v1::GetPlanResponse proto;
+  PlanResultToProto(Spec(), r, &proto);
+  REQUIRE(proto.plan().blocks(2).copies_out_landed() == 2);
+  auto back = PlanResultFromProto(proto);
+  REQUIRE(back.ok());
+  CHECK(back->plan->copies_out_landed == plan->copies_out_landed);
+  // A plan without them (an older daemon's) waits nowhere.
+  plan->copies_out_landed.clear();
+  PlanResultToProto(Spec(), r, &proto);
+  CHECK(PlanResultFromProto(proto)->plan->copies_out_landed ==
+        std::vector<int32_t>{0, 0, 0});
+  // Past the block's own index, or below the block below's: rejected,
+  // naming the field.
+  for (const std::vector<int32_t>& bad :
+       {std::vector<int32_t>{0, 2, 2}, std::vector<int32_t>{0, 1, 0},
+        std::vector<int32_t>{-1, 0, 0}}) {
+    plan->copies_out_landed = bad;
+    PlanResultToProto(Spec(), r, &proto);
+    const auto rejected = PlanResultFromProto(proto);
+    REQUIRE_FALSE(rejected.ok());
+    CHECK(Contains(rejected.status(), "copies_out_landed"));
+  }
+}
+
 TEST_CASE("explain answers carry budget and headroom") {
   auto plan = std::make_shared<Plan>();
   plan->actions = {Action::kKeep, Action::kKeep, Action::kKeep};

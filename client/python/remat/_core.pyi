@@ -72,6 +72,7 @@ class Plan:
     predicted_peak_bytes: int
     recompute_ns: int
     exposed_transfer_ns: int
+    copies_out_landed: List[int]
     solver: str
     optimality_gap_ns: Optional[int]
 
@@ -120,6 +121,7 @@ class RemotePlanner(Planner):
 
 class PlanChoice:
     actions: List[Action]
+    copies_out_landed: List[int]
     source: PlanSource
     predicted_peak_bytes: int
     solver: str
@@ -197,6 +199,7 @@ class CopyEngine:
 
 class OffloadGroup:
     def prefetch(self) -> None: ...
+    def wait_copies_out(self) -> None: ...
 
 
 class SavedTensor:

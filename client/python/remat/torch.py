@@ -64,9 +64,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import OrderedDict
-from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional,
-                    Sequence, Tuple, Union)
+from collections import OrderedDict, deque
+from typing import (Any, Callable, Deque, Dict, Iterable, List, Mapping,
+                    Optional, Sequence, Tuple, Union)
 
 import torch
 from torch import nn
@@ -368,9 +368,15 @@ class _Runner:
     sampler (a COLLECT step), measures each block as it is computed."""
 
     def __init__(self, owner: PlannedModule, actions: List[Action],
-                 sampler: Optional[_core.BlockSampler] = None) -> None:
+                 sampler: Optional[_core.BlockSampler] = None,
+                 copies_out_landed: Sequence[int] = ()) -> None:
         self.owner = owner
         self.actions = actions
+        # Before block i, the copies out of the blocks below
+        # copies_out_landed[i] have landed (remat.Plan.copies_out_landed).
+        self.copies_out_landed = list(copies_out_landed)
+        # The blocks that sent copies out no wait has seen yet.
+        self._sent: Deque[Tuple[int, _core.OffloadGroup]] = deque()
         self.sampler = sampler
         self.actions_run: List[Optional[Action]] = [None] * len(actions)
         self.recomputes: List[int] = [0] * len(actions)
@@ -380,6 +386,12 @@ class _Runner:
 
     def run_block(self, i: int, block: nn.Module, args: Tuple[Any, ...],
                   kwargs: Dict[str, Any]) -> Any:
+        # The memory model counts these copies off the device from block i
+        # on: a step faster than the estimates waits here rather than hold
+        # more than the plan predicts.
+        if i < len(self.copies_out_landed):
+            while self._sent and self._sent[0][0] < self.copies_out_landed[i]:
+                self._sent.popleft()[1].wait_copies_out()
         out = self._run_block(i, block, args, kwargs)
         if self.below is not None:
             # The offloaded block below comes back as this one's backward
@@ -389,6 +401,8 @@ class _Runner:
                 out, lambda t: _core.prefetch_on_backward(t, below))
         if self.actions_run[i] in (Action.OFFLOAD, Action.RECOMPUTE_OFFLOAD):
             self.below = self._group
+            if self._group is not None:
+                self._sent.append((i, self._group))
         return out
 
     def end_forward(self) -> None:
@@ -619,7 +633,9 @@ class Step:
         self.choice: _core.PlanChoice = owner.chooser.choose(
             features, budget_bytes)
         self.actions: List[Action] = list(self.choice.actions)
-        self._runner = _Runner(owner, self.actions)
+        self._runner = _Runner(owner, self.actions,
+                               copies_out_landed=list(
+                                   self.choice.copies_out_landed))
         self.sample: Optional[_core.Sample] = None
         self.measured_peak_bytes: Optional[int] = None
         self.error: Optional[Exception] = None
