@@ -528,3 +528,32 @@ def test_collect_counts_what_offload_moves():
     assert counted[0] == 0 and all(c > 0 for c in counted[1:])
     assert all(c < b.act_bytes for c, b in zip(counted[1:4],
                                                 step.sample.blocks[1:4]))
+
+
+def test_a_block_waits_for_the_copies_its_plan_counts_landed():
+    # A slow link (0.2 GB/s: several ms per block's copy, far longer than a
+    # probe's forward); before p3 the plan counts both copies landed.
+    engine = remat.CopyEngine("cpu", link_bytes_per_s=2e8)
+    seen = []  # bytes landed on host as each probe ran
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen.append(engine.stats().bytes_to_host)
+            return x * 2
+
+    torch.manual_seed(5)
+    blocks = [(f"b{i}", nn.Sequential(nn.Linear(64, 512), nn.GELU(),
+                                      nn.Linear(512, 64))) for i in range(2)]
+    blocks += [("p2", Probe()), ("p3", Probe())]
+    planned = PlannedModule(blocks, feature_names=["batch"],
+                            copy_engine=engine, offload_min_bytes=0)
+    O, K = Action.OFFLOAD, Action.KEEP
+    before = engine.stats().bytes_to_host
+    runner = remat.torch._Runner(planned, [O, O, K, K],
+                                 copies_out_landed=[0, 0, 0, 2])
+    x = torch.randn(256, 64, requires_grad=True)
+    loss = planned._run(runner, (x,), {}).sum()
+    moved = engine.stats().bytes_to_host - before
+    loss.backward()
+    assert moved >= 2 << 20  # each block saves 1 MiB or more
+    assert seen[1] - before == moved
