@@ -134,9 +134,10 @@ StepSimulation SimulateStep(const PlanProblem& problem,
   for (size_t k = 0; k < n; ++k) {
     below[k] = held;
     // A copy counts as landed at block k's end only if it has landed by
-    // the block's start, where the runtime waits for it (copies_out_landed:
-    // the blocks below k, those of them that send, all landed by `now`):
-    // then no clock error puts more on the device than this moment holds.
+    // the block's start (`now`), where the runtime waits for it: then no
+    // error of the clock puts more on the device than this moment holds.
+    // copies_out_landed[k]: one past the last block whose copy has landed
+    // by then (first in first out, so every earlier copy has too).
     int32_t landed = 0;
     for (size_t i : offloads) {
       if (i >= k || copied_out[i] > now) break;
