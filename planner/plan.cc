@@ -111,20 +111,11 @@ StepSimulation SimulateStep(const PlanProblem& problem,
       sim.peak_in_backward = backward;
     }
   };
-  // Offloaded blocks below `end` whose copy out has not landed by `now`.
   std::vector<size_t> offloads;  // the offloaded blocks, in chain order
   for (size_t i = 0; i < n; ++i) {
     if (offloaded[i]) offloads.push_back(i);
   }
   std::vector<double> copied_out(n, 0);  // when each copy out lands
-  auto in_flight = [&](size_t end, double now) {
-    int64_t bytes = 0;
-    for (size_t i : offloads) {
-      if (i >= end) break;
-      if (copied_out[i] > now) bytes += moved[i];
-    }
-    return bytes;
-  };
 
   // Forward.
   double now = 0, d2h_free = 0;
@@ -137,14 +128,20 @@ StepSimulation SimulateStep(const PlanProblem& problem,
     // the block's start (`now`), where the runtime waits for it: then no
     // error of the clock puts more on the device than this moment holds.
     // copies_out_landed[k]: one past the last block whose copy has landed
-    // by then (first in first out, so every earlier copy has too).
+    // by then (first in first out, so every earlier copy has too, and the
+    // later ones below k are in flight).
     int32_t landed = 0;
+    int64_t in_flight = 0;
     for (size_t i : offloads) {
-      if (i >= k || copied_out[i] > now) break;
-      landed = static_cast<int32_t>(i) + 1;
+      if (i >= k) break;
+      if (copied_out[i] > now) {
+        in_flight += moved[i];
+      } else {
+        landed = static_cast<int32_t>(i) + 1;
+      }
     }
     sim.copies_out_landed[k] = landed;
-    moment(held + in_flight(k, now) + mem[k].keep_bytes, k, false);
+    moment(held + in_flight + mem[k].keep_bytes, k, false);
     now += static_cast<double>(problem.blocks[k].forward_ns);
     if (offloaded[k]) {
       d2h_free = std::max(now, d2h_free) +
