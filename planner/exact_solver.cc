@@ -80,6 +80,9 @@ constexpr int kDeepenItems = 128;
 // The work of the first search before them, per candidate, at least
 // (ExactOptions::plain_search_nodes).
 constexpr int64_t kTryNodesPerItem = 16;
+// The most states the tail may leave for the bound over plan counts to
+// start from them (ReverseSearch::PrepareCounts).
+constexpr size_t kMaxEntries = 4;
 // The states per step the heuristic pass keeps (ReverseSearch::Run).
 constexpr size_t kBeamWidth = 16;
 // The largest problem the planner builds (MakePlanProblem: base and
@@ -170,29 +173,31 @@ class LpBound {
 // state at each of those counts, with the items still undecided.
 class CountBound {
  public:
+  // A state from which the items `Prepare` is given complete plans: its
+  // cost and count so far and the saving g it still needs from them.
+  struct Entry {
+    int64_t cost;
+    int64_t count;
+    int64_t g;
+  };
+
   bool active() const { return active_; }
 
-  // For `items`, a relaxation's need `largest_need` over all of them, and
-  // a plan that exists (cost, count). Inactive when too many counts
-  // remain. Start says which items are undecided.
-  void Prepare(const std::vector<Item>& items, int64_t largest_need,
-               int64_t best_cost, int64_t best_count) {
+  // For completions of the `entries` by the items at positions `free` of
+  // `items` (a relaxation: one need per entry over all of them), and a
+  // plan that exists (cost, count): the counts a better plan may take and
+  // the mu of each. Inactive when too many counts remain. Start says
+  // which items are undecided.
+  void Prepare(const std::vector<Item>& items, const std::vector<int>& free,
+               const std::vector<Entry>& entries, int64_t best_cost,
+               int64_t best_count) {
     active_ = true;
     counts_.clear();
     least_ = std::numeric_limits<double>::infinity();
-    const int m = static_cast<int>(items.size());
-    const double g = static_cast<double>(largest_need);
-    std::vector<double> v(m);
-    auto values = [&](double mu) {
-      for (int i = 0; i < m; ++i) {
-        v[i] = static_cast<double>(items[i].c) - mu * static_cast<double>(items[i].s);
-      }
-    };
-    // The counts not ruled out by a grid of mu (around the LP's price,
-    // from the least to the greatest cost per byte).
     double lo_ratio = std::numeric_limits<double>::infinity(), hi_ratio = 0;
-    for (const Item& it : items) {
-      const double ratio = static_cast<double>(it.c) / static_cast<double>(it.s);
+    for (int p : free) {
+      const double ratio =
+          static_cast<double>(items[p].c) / static_cast<double>(items[p].s);
       lo_ratio = std::min(lo_ratio, ratio);
       hi_ratio = std::max(hi_ratio, ratio);
     }
@@ -201,66 +206,30 @@ class CountBound {
       active_ = false;
       return;
     }
-    std::vector<double> lb(m + 1, -std::numeric_limits<double>::infinity());
-    constexpr int kGrid = 24;
-    for (int j = 0; j <= kGrid; ++j) {
-      const double mu = j == 0 ? 0.0 : lo_ratio * std::pow(4 * hi_ratio / lo_ratio,
-                                                           (j - 1.0) / (kGrid - 1));
-      values(mu);
-      std::sort(v.begin(), v.end());
-      double sum = mu * g;
-      for (int k = 1; k <= m; ++k) {
-        sum += v[k - 1];
-        lb[k] = std::max(lb[k], sum);
+    for (const Entry& e : entries) {
+      if (!AddEntry(items, free, e, lo_ratio, hi_ratio, best_cost, best_count)) {
+        active_ = false;
+        return;
       }
     }
-    std::vector<int> left;
-    for (int k = 1; k <= m; ++k) {
-      if (!Excludes(lb[k], k, best_cost, best_count)) left.push_back(k);
-    }
-    if (left.size() > kMaxCounts * 4) {
+    if (counts_.size() > kMaxCounts * std::max<size_t>(1, entries.size()) ||
+        counts_.size() > kMaxTotalCounts) {
       active_ = false;
       return;
     }
-    // Each count left: the best mu, by bisection on the slope of the
-    // (concave) bound, G less the savings of the K least.
-    std::vector<int> idx(m);
-    for (int k : left) {
-      double lo = 0, hi = 4 * hi_ratio, best_mu = 0;
-      double best = -std::numeric_limits<double>::infinity();
-      for (int it = 0; it < 48; ++it) {
-        const double mu = 0.5 * (lo + hi);
-        values(mu);
-        std::iota(idx.begin(), idx.end(), 0);
-        std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(),
-                         [&](int a, int b) { return v[a] < v[b]; });
-        double sum = mu * g, saved = 0;
-        for (int i = 0; i < k; ++i) {
-          sum += v[idx[i]];
-          saved += static_cast<double>(items[idx[i]].s);
-        }
-        if (sum > best) {
-          best = sum;
-          best_mu = mu;
-        }
-        (saved < g ? lo : hi) = mu;
-      }
-      const double bound = std::max(best, lb[k]);
-      if (!Excludes(bound, k, best_cost, best_count)) {
-        counts_.push_back({k, best_mu});
-        least_ = std::min(least_, bound);
-      }
-    }
-    if (counts_.size() > kMaxCounts) {
-      active_ = false;
-      return;
-    }
-    // Per count left, the items by c - mu s, and Fenwick sums over the
+    std::stable_sort(counts_.begin(), counts_.end(),
+                     [](const Count& a, const Count& b) { return a.k < b.k; });
+    // Per count left, every item by c - mu s, and Fenwick sums over the
     // undecided ones.
+    const int m = static_cast<int>(items.size());
+    std::vector<double> v(m);
     for (Count& c : counts_) {
+      for (int i = 0; i < m; ++i) {
+        v[i] = static_cast<double>(items[i].c) -
+               c.mu * static_cast<double>(items[i].s);
+      }
       std::vector<int> by_value(m);
       std::iota(by_value.begin(), by_value.end(), 0);
-      values(c.mu);
       std::sort(by_value.begin(), by_value.end(),
                 [&](int a, int b) { return v[a] < v[b]; });
       c.rank.assign(m, 0);
@@ -302,16 +271,25 @@ class CountBound {
   // Whether a state (cost, count taken so far, need g from the undecided
   // items) may extend to a plan better than the best, at one of the counts
   // left.
+  // (Counts from several entries may be equal: each mu gives a bound at
+  // that count, and the largest is the one that counts.)
   bool MayBeat(int64_t cost, int64_t count, int64_t g, int64_t best_cost,
                int64_t best_count) const {
-    for (const Count& c : counts_) {
-      const int64_t more = c.k - count;
-      if (more < 0 || (more == 0 && g > 0)) continue;
-      double sum = 0;
-      if (!SumOfLeast(c, more, &sum)) continue;
-      const double bound =
-          static_cast<double>(cost) + c.mu * static_cast<double>(g) + sum;
-      if (!Excludes(bound, c.k, best_cost, best_count)) return true;
+    for (size_t i = 0; i < counts_.size();) {
+      const int k = counts_[i].k;
+      double bound = -std::numeric_limits<double>::infinity();
+      for (; i < counts_.size() && counts_[i].k == k; ++i) {
+        const Count& c = counts_[i];
+        const int64_t more = c.k - count;
+        double sum = 0;
+        if (more < 0 || (more == 0 && g > 0) || !SumOfLeast(c, more, &sum)) {
+          bound = std::numeric_limits<double>::infinity();
+          continue;
+        }
+        bound = std::max(bound, static_cast<double>(cost) +
+                                    c.mu * static_cast<double>(g) + sum);
+      }
+      if (!Excludes(bound, k, best_cost, best_count)) return true;
     }
     return false;
   }
@@ -325,7 +303,78 @@ class CountBound {
     std::vector<int> fn;        // Fenwick: undecided items per rank
     std::vector<double> fv;     // Fenwick: their values
   };
+  // Per entry, and over all entries.
   static constexpr size_t kMaxCounts = 4;
+  static constexpr size_t kMaxTotalCounts = 16;
+
+  // Adds the counts (total, with the entry's) at which a completion of `e`
+  // may beat the best plan, each with its best mu; false when too many.
+  bool AddEntry(const std::vector<Item>& items, const std::vector<int>& free,
+                const Entry& e, double lo_ratio, double hi_ratio,
+                int64_t best_cost, int64_t best_count) {
+    const int m = static_cast<int>(free.size());
+    const double g = static_cast<double>(std::max<int64_t>(e.g, 0));
+    const double base = static_cast<double>(e.cost);
+    std::vector<double> v(m);
+    auto values = [&](double mu) {
+      for (int i = 0; i < m; ++i) {
+        const Item& it = items[free[i]];
+        v[i] = static_cast<double>(it.c) - mu * static_cast<double>(it.s);
+      }
+    };
+    // The counts not ruled out by a grid of mu (around the LP's price,
+    // from the least to the greatest cost per byte). No item at all is a
+    // completion only where nothing is needed (g is 0).
+    std::vector<double> lb(m + 1, -std::numeric_limits<double>::infinity());
+    lb[0] = base;
+    constexpr int kGrid = 24;
+    for (int j = 0; j <= kGrid; ++j) {
+      const double mu = j == 0 ? 0.0 : lo_ratio * std::pow(4 * hi_ratio / lo_ratio,
+                                                           (j - 1.0) / (kGrid - 1));
+      values(mu);
+      std::sort(v.begin(), v.end());
+      double sum = base + mu * g;
+      for (int k = 1; k <= m; ++k) {
+        sum += v[k - 1];
+        lb[k] = std::max(lb[k], sum);
+      }
+    }
+    std::vector<int> left;
+    for (int k = g > 0 ? 1 : 0; k <= m; ++k) {
+      if (!Excludes(lb[k], e.count + k, best_cost, best_count)) left.push_back(k);
+    }
+    if (left.size() > kMaxCounts * 4) return false;
+    // Each count left: the best mu, by bisection on the slope of the
+    // (concave) bound, g less the savings of the k least.
+    std::vector<int> idx(m);
+    for (int k : left) {
+      double lo = 0, hi = 4 * hi_ratio, best_mu = 0;
+      double best = -std::numeric_limits<double>::infinity();
+      for (int it = 0; it < 48 && k > 0; ++it) {
+        const double mu = 0.5 * (lo + hi);
+        values(mu);
+        std::iota(idx.begin(), idx.end(), 0);
+        std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(),
+                         [&](int a, int b) { return v[a] < v[b]; });
+        double sum = base + mu * g, saved = 0;
+        for (int i = 0; i < k; ++i) {
+          sum += v[idx[i]];
+          saved += static_cast<double>(items[free[idx[i]]].s);
+        }
+        if (sum > best) {
+          best = sum;
+          best_mu = mu;
+        }
+        (saved < g ? lo : hi) = mu;
+      }
+      const double bound = std::max(best, lb[k]);
+      if (!Excludes(bound, e.count + k, best_cost, best_count)) {
+        counts_.push_back({static_cast<int>(e.count + k), best_mu});
+        least_ = std::min(least_, bound);
+      }
+    }
+    return true;
+  }
 
   // Whether a bound `lb` on plans of k items leaves none better than the
   // best (a tie goes to fewer items); a ns of allowance for rounding.
@@ -892,99 +941,106 @@ class ReverseSearch {
         st_->lower_bound_ns = std::max(root_bound, std::min(bound, best->cost));
         return false;
       }
-      ++st_->steps;
-      const int p = order_[t];
-      const Item& it = items_[p];
-      const bool in_tail = t < tail();
-      const int64_t floor = in_tail ? std::max<int64_t>(req_[p], 0) : 0;
-      keep_.clear();
-      take_.clear();
-      for (const State& x : front) {
-        keep_.push_back({std::max(x.g, floor), x.cost, x.count, x.node});
-        if (x.g > 0) {  // its saving can matter
-          arena_.push_back({p, x.node});
-          take_.push_back({std::max(x.g - it.s, floor), x.cost + it.c,
-                           x.count + 1,
-                           static_cast<int32_t>(arena_.size() - 1)});
-        }
-      }
-      st_->nodes += static_cast<int64_t>(keep_.size() + take_.size());
-      // Merge by g (both lists ascend), then sweep from the least g up,
-      // keeping a state only if it is cheaper than all with less g, and
-      // only if it can still be completed and beat the best plan.
-      merged_.resize(keep_.size() + take_.size());
-      std::merge(keep_.begin(), keep_.end(), take_.begin(), take_.end(),
-                 merged_.begin(),
-                 [](const State& x, const State& y) { return x.g < y.g; });
-      front.clear();
-      split_.Advance(t + 1);
-      split_hint_ = -1;
-      if (count_.active()) count_.Remove(p);
-      // A state below the tail or at its bottom is done at g = 0; in the
-      // tail, only if no need below asks for a saving.
-      const bool done_at_zero = !in_tail || none_below_[p];
-      int64_t seen_cost = kInf, seen_count = kInf;
-      for (const State& x : merged_) {
-        if (x.g > left_s_[t + 1]) break;  // it, and every state above, falls short
-        if (!LexLess(x.cost, x.count, seen_cost, seen_count)) continue;
-        seen_cost = x.cost;
-        seen_count = x.count;
-        if (x.g == 0 && done_at_zero) {  // meets every need as it is
-          if (LexLess(x.cost, x.count, best->cost, best->count)) {
-            *best = {x.cost, x.count, x.node, -1};
-          }
-          continue;  // more items only cost more
-        }
-        const int64_t bound =
-            in_tail ? Bound(t + 1, x.g, x.cost) : BodyLp(t + 1, x.g, x.cost);
-        if (!LexLess(bound, x.count + (x.g > 0), best->cost, best->count)) {
-          continue;
-        }
-        if (!in_tail) {
-          if (x.g <= def_s_[t + 1]) {  // the LP's choice completes it
-            const int64_t c = x.cost + def_c_[t + 1];
-            const int64_t n = x.count + def_n_[t + 1];
-            if (LexLess(c, n, best->cost, best->count)) {
-              *best = {c, n, x.node, t + 1};
-            }
-          }
-          // Any other completion differs from the LP's choice somewhere,
-          // which costs at least min_abs more than the Lagrangian bound.
-          const double lagrangian = static_cast<double>(x.cost) + neg_[t + 1] +
-                                    lambda_ * static_cast<double>(x.g);
-          if (Ceil(lagrangian + min_abs_[t + 1], x.cost) > best->cost) continue;
-          // The dearer bound last, for the states the others keep; it is
-          // prepared for the first such state (an easy search does
-          // without).
-          if (!split_.active()) {
-            split_.Prepare(items_, order_, r_, t + 1, x.g);
-            split_hint_ = -1;
-          }
-          if (beam == 0 && count_.active() &&
-              !count_.MayBeat(x.cost, x.count, x.g, best->cost, best->count)) {
-            ++st_->count_pruned;
-            continue;
-          }
-          const int64_t whole = WholeBound(t + 1, x.g, x.cost, best->cost);
-          if (!LexLess(whole, x.count + (x.g > 0), best->cost, best->count)) {
-            ++st_->whole_pruned;
-            continue;
-          }
-        }
-        // Equal g: the cheaper replaces the state already kept (the merge
-        // leaves ties in either order).
-        if (!front.empty() && front.back().g == x.g) {
-          front.back() = x;
-        } else {
-          front.push_back(x);
-        }
-      }
-      st_->states += static_cast<int64_t>(front.size());
-      st_->max_front =
-          std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
+      Step(t, &front, best, beam);
       if (beam > 0 && front.size() > beam) KeepLeastBound(t + 1, beam, &front);
     }
     return true;
+  }
+
+  // Decides the item at processing index t for every state of `front`
+  // (see Run).
+  void Step(int t, std::vector<State>* front_out, Best* best, size_t beam) {
+    std::vector<State>& front = *front_out;
+    ++st_->steps;
+    const int p = order_[t];
+    const Item& it = items_[p];
+    const bool in_tail = t < tail();
+    const int64_t floor = in_tail ? std::max<int64_t>(req_[p], 0) : 0;
+    keep_.clear();
+    take_.clear();
+    for (const State& x : front) {
+      keep_.push_back({std::max(x.g, floor), x.cost, x.count, x.node});
+      if (x.g > 0) {  // its saving can matter
+        arena_.push_back({p, x.node});
+        take_.push_back({std::max(x.g - it.s, floor), x.cost + it.c,
+                         x.count + 1,
+                         static_cast<int32_t>(arena_.size() - 1)});
+      }
+    }
+    st_->nodes += static_cast<int64_t>(keep_.size() + take_.size());
+    // Merge by g (both lists ascend), then sweep from the least g up,
+    // keeping a state only if it is cheaper than all with less g, and
+    // only if it can still be completed and beat the best plan.
+    merged_.resize(keep_.size() + take_.size());
+    std::merge(keep_.begin(), keep_.end(), take_.begin(), take_.end(),
+               merged_.begin(),
+               [](const State& x, const State& y) { return x.g < y.g; });
+    front.clear();
+    split_.Advance(t + 1);
+    split_hint_ = -1;
+    if (count_.active()) count_.Remove(p);
+    // A state below the tail or at its bottom is done at g = 0; in the
+    // tail, only if no need below asks for a saving.
+    const bool done_at_zero = !in_tail || none_below_[p];
+    int64_t seen_cost = kInf, seen_count = kInf;
+    for (const State& x : merged_) {
+      if (x.g > left_s_[t + 1]) break;  // it, and every state above, falls short
+      if (!LexLess(x.cost, x.count, seen_cost, seen_count)) continue;
+      seen_cost = x.cost;
+      seen_count = x.count;
+      if (x.g == 0 && done_at_zero) {  // meets every need as it is
+        if (LexLess(x.cost, x.count, best->cost, best->count)) {
+          *best = {x.cost, x.count, x.node, -1};
+        }
+        continue;  // more items only cost more
+      }
+      const int64_t bound =
+          in_tail ? Bound(t + 1, x.g, x.cost) : BodyLp(t + 1, x.g, x.cost);
+      if (!LexLess(bound, x.count + (x.g > 0), best->cost, best->count)) {
+        continue;
+      }
+      if (!in_tail) {
+        if (x.g <= def_s_[t + 1]) {  // the LP's choice completes it
+          const int64_t c = x.cost + def_c_[t + 1];
+          const int64_t n = x.count + def_n_[t + 1];
+          if (LexLess(c, n, best->cost, best->count)) {
+            *best = {c, n, x.node, t + 1};
+          }
+        }
+        // Any other completion differs from the LP's choice somewhere,
+        // which costs at least min_abs more than the Lagrangian bound.
+        const double lagrangian = static_cast<double>(x.cost) + neg_[t + 1] +
+                                  lambda_ * static_cast<double>(x.g);
+        if (Ceil(lagrangian + min_abs_[t + 1], x.cost) > best->cost) continue;
+        // The dearer bound last, for the states the others keep; it is
+        // prepared for the first such state (an easy search does
+        // without).
+        if (!split_.active()) {
+          split_.Prepare(items_, order_, r_, t + 1, x.g);
+          split_hint_ = -1;
+        }
+        if (beam == 0 && count_.active() &&
+            !count_.MayBeat(x.cost, x.count, x.g, best->cost, best->count)) {
+          ++st_->count_pruned;
+          continue;
+        }
+        const int64_t whole = WholeBound(t + 1, x.g, x.cost, best->cost);
+        if (!LexLess(whole, x.count + (x.g > 0), best->cost, best->count)) {
+          ++st_->whole_pruned;
+          continue;
+        }
+      }
+      // Equal g: the cheaper replaces the state already kept (the merge
+      // leaves ties in either order).
+      if (!front.empty() && front.back().g == x.g) {
+        front.back() = x;
+      } else {
+        front.push_back(x);
+      }
+    }
+    st_->states += static_cast<int64_t>(front.size());
+    st_->max_front =
+        std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
   }
 
   // Cuts `front` (at processing index t) to the `beam` states of least
@@ -1008,9 +1064,30 @@ class ReverseSearch {
   // Prepares the bound over plan counts (CountBound) for the searches to
   // come, given a plan that exists (they may look for one below a target
   // instead, SolveCover); returns its root bound.
-  int64_t PrepareCounts(int64_t cost, int64_t count) {
-    count_.Prepare(items_, largest_need_, cost, count);
-    return count_.RootBound();
+  int64_t PrepareCounts(Best* best) {
+    // Its entries: the states that the tail leaves (its items decided with
+    // their needs, as Run does), so that the counts and their mu are those
+    // of the body's knapsack. Where the tail leaves too many, the
+    // relaxation of every need to the largest over all the items.
+    // (A long tail's fronts can grow large: the walk gives up early.)
+    std::vector<State> front = {{std::max<int64_t>(req_[m_], 0), 0, 0, -1}};
+    if (split_.active()) split_.Start(0);
+    int t = 0;
+    for (; t < tail() && !front.empty() && front.size() <= 16 * kMaxEntries; ++t) {
+      Step(t, &front, best, 0);
+    }
+    std::vector<CountBound::Entry> entries;
+    std::vector<int> free(order_.begin() + tail(), order_.end());
+    if ((t == tail() || front.empty()) && front.size() <= kMaxEntries) {
+      for (const State& x : front) entries.push_back({x.cost, x.count, x.g});
+      count_.Prepare(items_, free, entries, best->cost, best->count);
+    }
+    if (!count_.active()) {
+      free = order_;
+      entries = {{0, 0, largest_need_}};
+      count_.Prepare(items_, free, entries, best->cost, best->count);
+    }
+    return entries.empty() ? best->cost : count_.RootBound();
   }
 
   // Marks the items of the best plan `best` found here.
@@ -1148,8 +1225,7 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
     st.stopped_at_limit = false;  // (best may be better, and is a plan)
   }
   if (m >= kDeepenItems && !done) {
-    proven = std::min(best.cost, std::max(proven, search.PrepareCounts(
-                                                      best.cost, best.count)));
+    proven = std::min(best.cost, std::max(proven, search.PrepareCounts(&best)));
     st.root_bound_ns = proven;
     for (int64_t step = std::max<int64_t>(1, (best.cost - proven) / 64);
          proven + step < best.cost; step *= 2) {
