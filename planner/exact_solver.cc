@@ -206,19 +206,44 @@ class CountBound {
       active_ = false;
       return;
     }
-    for (const Entry& e : entries) {
-      if (!AddEntry(items, free, e, lo_ratio, hi_ratio, best_cost, best_count)) {
+    // The counts each entry leaves, with their mu; then, at every count
+    // some entry leaves, each entry's mu: a state from an entry that rules
+    // a count out is then bounded at that count by its entry's mu (a
+    // bound over the same mu only rises along the search), not by the
+    // weaker mu of the entry that leaves it.
+    std::vector<std::vector<Count>> left(entries.size());
+    std::vector<int> counts;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (!CountsLeft(items, free, entries[i], lo_ratio, hi_ratio, best_cost,
+                      best_count, &left[i])) {
         active_ = false;
         return;
       }
+      for (const Count& c : left[i]) counts.push_back(c.k);
     }
-    if (counts_.size() > kMaxCounts * std::max<size_t>(1, entries.size()) ||
-        counts_.size() > kMaxTotalCounts) {
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+    if (counts.size() > kMaxCounts) {
       active_ = false;
       return;
     }
-    std::stable_sort(counts_.begin(), counts_.end(),
-                     [](const Count& a, const Count& b) { return a.k < b.k; });
+    for (int k : counts) {
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const Entry& e = entries[i];
+        const auto known = std::find_if(left[i].begin(), left[i].end(),
+                                        [&](const Count& c) { return c.k == k; });
+        if (known != left[i].end()) {
+          counts_.push_back(std::move(*known));
+          continue;
+        }
+        const int64_t more = k - e.count;
+        if (more < (e.g > 0 ? 1 : 0) || more > static_cast<int64_t>(free.size())) {
+          continue;  // no completion of that count: the bound is infinite
+        }
+        counts_.push_back(
+            {k, BestMu(items, free, e, static_cast<int>(more), hi_ratio).first});
+      }
+    }
     // Per count left, every item by c - mu s, and Fenwick sums over the
     // undecided ones.
     const int m = static_cast<int>(items.size());
@@ -303,35 +328,32 @@ class CountBound {
     std::vector<int> fn;        // Fenwick: undecided items per rank
     std::vector<double> fv;     // Fenwick: their values
   };
-  // Per entry, and over all entries.
+  // Counts left, over all entries.
   static constexpr size_t kMaxCounts = 4;
-  static constexpr size_t kMaxTotalCounts = 16;
 
-  // Adds the counts (total, with the entry's) at which a completion of `e`
-  // may beat the best plan, each with its best mu; false when too many.
-  bool AddEntry(const std::vector<Item>& items, const std::vector<int>& free,
-                const Entry& e, double lo_ratio, double hi_ratio,
-                int64_t best_cost, int64_t best_count) {
+  // The counts (total, with the entry's) at which a completion of `e` may
+  // beat the best plan, each with its best mu (kept in *left); false when
+  // too many.
+  bool CountsLeft(const std::vector<Item>& items, const std::vector<int>& free,
+                  const Entry& e, double lo_ratio, double hi_ratio,
+                  int64_t best_cost, int64_t best_count, std::vector<Count>* left) {
     const int m = static_cast<int>(free.size());
     const double g = static_cast<double>(std::max<int64_t>(e.g, 0));
     const double base = static_cast<double>(e.cost);
-    std::vector<double> v(m);
-    auto values = [&](double mu) {
-      for (int i = 0; i < m; ++i) {
-        const Item& it = items[free[i]];
-        v[i] = static_cast<double>(it.c) - mu * static_cast<double>(it.s);
-      }
-    };
     // The counts not ruled out by a grid of mu (around the LP's price,
     // from the least to the greatest cost per byte). No item at all is a
     // completion only where nothing is needed (g is 0).
+    std::vector<double> v(m);
     std::vector<double> lb(m + 1, -std::numeric_limits<double>::infinity());
     lb[0] = base;
     constexpr int kGrid = 24;
     for (int j = 0; j <= kGrid; ++j) {
       const double mu = j == 0 ? 0.0 : lo_ratio * std::pow(4 * hi_ratio / lo_ratio,
                                                            (j - 1.0) / (kGrid - 1));
-      values(mu);
+      for (int i = 0; i < m; ++i) {
+        const Item& it = items[free[i]];
+        v[i] = static_cast<double>(it.c) - mu * static_cast<double>(it.s);
+      }
       std::sort(v.begin(), v.end());
       double sum = base + mu * g;
       for (int k = 1; k <= m; ++k) {
@@ -339,41 +361,56 @@ class CountBound {
         lb[k] = std::max(lb[k], sum);
       }
     }
-    std::vector<int> left;
+    std::vector<int> ks;
     for (int k = g > 0 ? 1 : 0; k <= m; ++k) {
-      if (!Excludes(lb[k], e.count + k, best_cost, best_count)) left.push_back(k);
+      if (!Excludes(lb[k], e.count + k, best_cost, best_count)) ks.push_back(k);
     }
-    if (left.size() > kMaxCounts * 4) return false;
-    // Each count left: the best mu, by bisection on the slope of the
-    // (concave) bound, g less the savings of the k least.
-    std::vector<int> idx(m);
-    for (int k : left) {
-      double lo = 0, hi = 4 * hi_ratio, best_mu = 0;
-      double best = -std::numeric_limits<double>::infinity();
-      for (int it = 0; it < 48 && k > 0; ++it) {
-        const double mu = 0.5 * (lo + hi);
-        values(mu);
-        std::iota(idx.begin(), idx.end(), 0);
-        std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(),
-                         [&](int a, int b) { return v[a] < v[b]; });
-        double sum = base + mu * g, saved = 0;
-        for (int i = 0; i < k; ++i) {
-          sum += v[idx[i]];
-          saved += static_cast<double>(items[free[idx[i]]].s);
-        }
-        if (sum > best) {
-          best = sum;
-          best_mu = mu;
-        }
-        (saved < g ? lo : hi) = mu;
-      }
+    if (ks.size() > kMaxCounts * 4) return false;
+    for (int k : ks) {
+      const auto [mu, best] = BestMu(items, free, e, k, hi_ratio);
       const double bound = std::max(best, lb[k]);
       if (!Excludes(bound, e.count + k, best_cost, best_count)) {
-        counts_.push_back({static_cast<int>(e.count + k), best_mu});
+        left->push_back({static_cast<int>(e.count + k), mu});
         least_ = std::min(least_, bound);
       }
     }
     return true;
+  }
+
+  // For completions of `e` by k items of `free`: the mu of the largest
+  // bound, by bisection on the slope of the (concave) bound, g less the
+  // savings of the k least; and that bound.
+  static std::pair<double, double> BestMu(const std::vector<Item>& items,
+                                          const std::vector<int>& free,
+                                          const Entry& e, int k, double hi_ratio) {
+    const int m = static_cast<int>(free.size());
+    const double g = static_cast<double>(std::max<int64_t>(e.g, 0));
+    std::vector<double> v(m);
+    std::vector<int> idx(m);
+    double lo = 0, hi = 4 * hi_ratio, best_mu = 0;
+    double best = k == 0 ? static_cast<double>(e.cost)
+                         : -std::numeric_limits<double>::infinity();
+    for (int it = 0; it < 48 && k > 0; ++it) {
+      const double mu = 0.5 * (lo + hi);
+      for (int i = 0; i < m; ++i) {
+        const Item& item = items[free[i]];
+        v[i] = static_cast<double>(item.c) - mu * static_cast<double>(item.s);
+      }
+      std::iota(idx.begin(), idx.end(), 0);
+      std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(),
+                       [&](int a, int b) { return v[a] < v[b]; });
+      double sum = static_cast<double>(e.cost) + mu * g, saved = 0;
+      for (int i = 0; i < k; ++i) {
+        sum += v[idx[i]];
+        saved += static_cast<double>(items[free[idx[i]]].s);
+      }
+      if (sum > best) {
+        best = sum;
+        best_mu = mu;
+      }
+      (saved < g ? lo : hi) = mu;
+    }
+    return {best_mu, best};
   }
 
   // Whether a bound `lb` on plans of k items leaves none better than the
