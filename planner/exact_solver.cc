@@ -390,7 +390,7 @@ class CountBound {
     double lo = 0, hi = 4 * hi_ratio, best_mu = 0;
     double best = k == 0 ? static_cast<double>(e.cost)
                          : -std::numeric_limits<double>::infinity();
-    for (int it = 0; it < 48 && k > 0; ++it) {
+    for (int it = 0; it < 32 && k > 0; ++it) {
       const double mu = 0.5 * (lo + hi);
       for (int i = 0; i < m; ++i) {
         const Item& item = items[free[i]];

@@ -86,7 +86,7 @@ struct ExactOptions {
   // search (at least this, or 16 states per candidate). Most chains end
   // there; past it the search bounds the number of blocks a plan takes
   // and deepens (exact_solver.cc, SolveCover). 0: at once.
-  int64_t plain_search_nodes = int64_t{1} << 16;
+  int64_t plain_search_nodes = int64_t{1} << 14;
 };
 
 // Actions of the optimal plan for `problem` (exact_solver.cc says how and
