@@ -174,8 +174,7 @@ void Latency(bool quick, Family family, bool offload) {
     if (n > g_max_blocks) break;
     // Distinct instances (shape, noise, budget), each solved once per
     // repetition, so p99 covers the hard budgets too.
-    const bool slow =
-        (family == Family::kJittered && n >= 200) || (offload && n >= 96);
+    const bool slow = offload && n >= 96;
     const int instances = quick || slow ? 20 : (n >= 1000 ? 100 : 200);
     const int reps = quick || slow ? 1 : (n >= 1000 ? 3 : 5);
     std::vector<PlanProblem> problems;
