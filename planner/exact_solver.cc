@@ -32,7 +32,8 @@
 // it, and the search proper improves it whenever a state meets every
 // need, or the LP's choice completes it. On long chains that a first
 // search with a small work limit does not finish, a bound that knows how
-// many blocks a plan takes (CountBound) joins the others, and the search
+// many blocks a plan takes (CountBound, from each state the staircase
+// leaves, with that state's need) joins the others, and the search
 // deepens: it looks for a plan below a target just above the root bound,
 // raised until one is found, so that every bound prunes against a value
 // near the optimum rather than against the best plan known. Bytes are never
@@ -173,8 +174,8 @@ class LpBound {
 // state at each of those counts, with the items still undecided.
 class CountBound {
  public:
-  // A state from which the items `Prepare` is given complete plans: its
-  // cost and count so far and the saving g it still needs from them.
+  // A state that the items given to Prepare complete: its cost and count
+  // so far, and the saving g it still needs from those items.
   struct Entry {
     int64_t cost;
     int64_t count;
@@ -295,9 +296,8 @@ class CountBound {
 
   // Whether a state (cost, count taken so far, need g from the undecided
   // items) may extend to a plan better than the best, at one of the counts
-  // left.
-  // (Counts from several entries may be equal: each mu gives a bound at
-  // that count, and the largest is the one that counts.)
+  // left. A count has a mu per entry: each gives a bound there, and the
+  // largest is the one that decides.
   bool MayBeat(int64_t cost, int64_t count, int64_t g, int64_t best_cost,
                int64_t best_count) const {
     for (size_t i = 0; i < counts_.size();) {
