@@ -1,6 +1,7 @@
 #include "client/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <exception>
@@ -116,6 +117,7 @@ Tensors CheckpointedSequentialImpl::forward(
   // The blocks that sent copies to host, whose landing no wait has seen.
   std::deque<std::pair<size_t, std::shared_ptr<OffloadGroup>>> sent;
   Tensors x = inputs;
+  last_copy_wait_ns_ = 0;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Block& block = blocks_[i];
     // The memory model counts these copies off the device from this
@@ -123,7 +125,11 @@ Tensors CheckpointedSequentialImpl::forward(
     // rather than hold more than the plan predicts.
     while (i < copies_out_landed.size() && !sent.empty() &&
            sent.front().first < static_cast<size_t>(copies_out_landed[i])) {
+      const auto waiting = std::chrono::steady_clock::now();
       sent.front().second->WaitCopiesOut();
+      last_copy_wait_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - waiting)
+                                .count();
       sent.pop_front();
     }
     std::shared_ptr<OffloadGroup> offloaded;
@@ -393,6 +399,12 @@ absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {
     o.step_ns = step_ns;
     o.out_of_memory = oom;
     o.plan_source = choice_.source;
+    // Only a plan that sends copies to host can wait for them.
+    if (std::any_of(o.actions.begin(), o.actions.end(), [](Action a) {
+          return a == Action::kOffload || a == Action::kRecomputeOffload;
+        })) {
+      o.copy_wait_ns = std::min(model->last_copy_wait_ns(), step_ns);
+    }
     *outcome = std::move(o);
   }
   return status;

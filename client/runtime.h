@@ -133,6 +133,12 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   // Every block KEEP: the model without checkpointing.
   torch::Tensor forward(const torch::Tensor& input);
 
+  // How long the last forward waited before blocks for copies to host its
+  // copies_out_landed counted landed (not the wait at its end, which the
+  // memory model predicts): time the estimates said those copies would
+  // hide behind compute. 0 when it did not wait.
+  int64_t last_copy_wait_ns() const { return last_copy_wait_ns_; }
+
   // The model as the planner sees it.
   ModelSpec spec() const;
   size_t size() const { return blocks_.size(); }
@@ -178,6 +184,7 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
   BlockObserver* observer_ = nullptr;
   kernels::CopyEngine* copy_engine_ = nullptr;
   OffloadOptions offload_options_;
+  int64_t last_copy_wait_ns_ = 0;  // see last_copy_wait_ns
 };
 
 TORCH_MODULE(CheckpointedSequential);

@@ -467,14 +467,21 @@ TEST_CASE("before a block the runtime waits for the copies the plan counts "
     for (int64_t& s : seen) s -= before;
     return moved;
   };
-  // p3 runs once both copies have landed: all the forward moves.
+  // p3 runs once both copies have landed: all the forward moves. The
+  // forward waited for them (2 MiB at 0.2 GB/s, 10 ms, of which a probe's
+  // forward hides next to nothing), and says so.
   int64_t moved = run({0, 0, 0, 2});
   CHECK(moved >= 2 * (1 << 20));  // each block saves 1 MiB or more
   CHECK(seen[1] == moved);
+  CHECK(model->last_copy_wait_ns() > 5000000);
   // p2 once b0's has.
   moved = run({0, 0, 1, 1});
   CHECK(seen[0] > 0);
   CHECK(seen[0] <= moved);
+  // No waits asked for: none made (the one at the end of forward, which
+  // the memory model predicts, is not counted).
+  run({});
+  CHECK(model->last_copy_wait_ns() == 0);
   // One entry per block, or none.
   CHECK_THROWS_WITH(model->forward({torch::randn({256, 64})}, {},
                                    {O, O, K, K}, {0, 0}),
@@ -667,6 +674,7 @@ class FakePlanner final : public Planner {
     }
     auto plan = std::make_shared<Plan>();
     plan->actions = actions;
+    plan->copies_out_landed = copies_out_landed;
     result.plan = plan;
     return result;
   }
@@ -687,6 +695,7 @@ class FakePlanner final : public Planner {
 
   int samples_needed = 1;
   std::vector<Action> actions = {K, K, R, K, K};
+  std::vector<int32_t> copies_out_landed;  // the plan's (empty: no waits)
   absl::Status fail;
   std::vector<PlanRequest> requests;
   std::vector<Sample> samples;
@@ -735,6 +744,8 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   CHECK(planner.outcomes[0].measured_peak_bytes ==
         *planned_step->measured_peak_bytes());
   CHECK(planner.outcomes[0].plan_source == PlanSource::kPlanner);
+  // Nothing sent to host: nothing to wait for, and nothing said.
+  CHECK_FALSE(planner.outcomes[0].copy_wait_ns.has_value());
 
   // Repeats are answered locally.
   auto repeat = planned.BeginStep({6}, 1 << 30);
@@ -806,6 +817,50 @@ TEST_CASE("a collect step with a copy engine measures the host link",
   REQUIRE(again->Finish().ok());
   REQUIRE(quiet.samples.size() == 1);
   CHECK_FALSE(quiet.samples[0].d2h_bytes_per_s.has_value());
+}
+
+TEST_CASE("a planned step that sends copies to host reports its waits for "
+          "them", "[runtime][offload]") {
+  FakePlanner planner;
+  CpuMemoryTracker tracker;
+  CheckpointedSequential model = MakeModel();
+  // So slow a link (100 kB/s) that b0's copy (a few kB) takes far longer
+  // than the blocks above it compute.
+  kernels::CopyEngineOptions slow;
+  slow.link_bytes_per_s = 1e5;
+  auto engine = kernels::NewCpuCopyEngine(slow);
+  OffloadOptions every_tensor;
+  every_tensor.min_bytes = 0;
+  model->set_copy_engine(engine.get(), every_tensor);
+  PlannedModel planned(
+      model, &planner,
+      PlannedModelOptions().memory(&tracker).link_probe_bytes(0));
+  auto run = [&](int64_t batch) {
+    auto step = planned.BeginStep({static_cast<double>(batch)}, 1 << 30);
+    step->forward(torch::randn({batch, 8}, torch::requires_grad()))
+        .sum()
+        .backward();
+    REQUIRE(step->Finish().ok());
+    return step->choice().collect();
+  };
+  REQUIRE(run(6));  // collects first
+  planner.actions = {K, O, K, K, K};
+  // b2 runs once b0's copy has landed.
+  planner.copies_out_landed = {0, 0, 0, 2, 2};
+  REQUIRE_FALSE(run(6));
+  REQUIRE(planner.outcomes.size() == 1);
+  const Outcome& waited = planner.outcomes[0];
+  REQUIRE(waited.copy_wait_ns.has_value());
+  CHECK(*waited.copy_wait_ns > 1000000);
+  CHECK(*waited.copy_wait_ns <= waited.step_ns);
+  CHECK(*waited.copy_wait_ns == model->last_copy_wait_ns());
+  // A plan that counts on no copy landing before the end of forward
+  // waits only there, which its prediction already has: 0.
+  planner.copies_out_landed = {};
+  REQUIRE_FALSE(run(7));
+  REQUIRE(planner.outcomes.size() == 2);
+  REQUIRE(planner.outcomes[1].copy_wait_ns.has_value());
+  CHECK(*planner.outcomes[1].copy_wait_ns == 0);
 }
 
 TEST_CASE("a collect step measures what OFFLOAD moves for each block",

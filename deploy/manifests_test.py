@@ -281,7 +281,7 @@ def check_dashboard(path, exported):
                    "rematd_plan_latency_seconds_bucket",
                    "rematd_peak_ratio_bucket", "rematd_outcomes_total",
                    "rematd_oom_reports_total", "rematd_outcomes_by_source_total",
-                   "rematd_wal_bytes"):
+                   "rematd_copy_wait_seconds_total", "rematd_wal_bytes"):
         check(needed in used, f"{path}: no panel shows {needed}")
 
 

@@ -182,6 +182,7 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
   r.predicted_peak_bytes = choice.predicted_peak_bytes;
   r.measured_peak_bytes = step->measured_peak_bytes().value_or(0);
   r.loss = loss.item<double>();
+  r.copy_wait_ms = static_cast<double>(impl_->model->last_copy_wait_ns()) / 1e6;
   return r;
 }
 
@@ -251,9 +252,13 @@ std::string FormatStep(const StepRecord& r, int total_steps) {
     std::snprintf(shape, sizeof shape, "seq %3lld",
                   static_cast<long long>(r.seq));
   }
+  char wait[48] = "";
+  if (r.copy_wait_ms >= 0.05) {
+    std::snprintf(wait, sizeof wait, "  copy wait %.1f ms", r.copy_wait_ms);
+  }
   std::snprintf(line, sizeof line,
                 "step %4d/%d  batch %2lld %s  %-13s recompute %2d/%-2d "
-                "%s%s peak %9s pred / %9s meas / %9s budget  %7.1f ms  loss %.3f%s",
+                "%s%s peak %9s pred / %9s meas / %9s budget  %7.1f ms  loss %.3f%s%s",
                 r.step, total_steps, static_cast<long long>(r.batch), shape,
                 r.plan.c_str(),
                 r.recomputed_blocks, r.blocks,
@@ -266,7 +271,7 @@ std::string FormatStep(const StepRecord& r, int total_steps) {
                     : "",
                 predicted.c_str(),
                 FormatBytes(r.measured_peak_bytes).c_str(),
-                FormatBytes(r.budget_bytes).c_str(), r.step_ms, r.loss,
+                FormatBytes(r.budget_bytes).c_str(), r.step_ms, r.loss, wait,
                 r.over_budget() ? "  OVER BUDGET" : "");
   return line;
 }

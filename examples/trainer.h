@@ -79,6 +79,10 @@ struct StepRecord {
   double step_ms = 0;  // forward + backward + optimizer, planning included
   double plan_ms = 0;  // choosing the plan and reporting results
   double loss = 0;
+  // How long forward waited before blocks for copies to host its plan
+  // counted landed: overlap the estimates promised and the device did not
+  // give (CheckpointedSequential::last_copy_wait_ns).
+  double copy_wait_ms = 0;
   bool over_budget() const { return measured_peak_bytes > budget_bytes; }
 };
 

@@ -60,6 +60,14 @@ absl::Status ValidateOutcome(const ModelSpec& spec, const Outcome& outcome) {
     return absl::InvalidArgumentError(absl::StrCat(
         "step_ns: ", outcome.step_ns, " is outside [0, 2^63)"));
   }
+  if (outcome.copy_wait_ns &&
+      (*outcome.copy_wait_ns < 0 || *outcome.copy_wait_ns > outcome.step_ns)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "copy_wait_ns: ", *outcome.copy_wait_ns, " is outside [0, step_ns = ",
+        outcome.step_ns,
+        "]; give the time the step waited for its copies to host, or leave "
+        "it unset"));
+  }
   return absl::OkStatus();
 }
 

@@ -101,6 +101,9 @@ struct Outcome {
   bool out_of_memory = false;
   // How the client chose the plan, when it says; only counted (metrics).
   std::optional<PlanSource> plan_source;
+  // Time the forward waited for copies to host the plan counts landed,
+  // when the client measured it; only counted (metrics).
+  std::optional<int64_t> copy_wait_ns;
 };
 
 struct ModelState {

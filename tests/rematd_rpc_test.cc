@@ -159,7 +159,9 @@ TEST_CASE("every RPC through RemotePlanner against a real rematd") {
   outcome.actions = plan->plan->actions;
   outcome.measured_peak_bytes = plan->plan->predicted_peak_bytes * 9 / 10;
   outcome.step_ns = 120000000;
+  outcome.copy_wait_ns = 6000000;  // its forward waited 6 ms for copies out
   REQUIRE(planner.ReportOutcome(outcome).ok());
+  outcome.copy_wait_ns.reset();
   outcome.out_of_memory = true;
   outcome.plan_source = PlanSource::kLastGood;  // a step on a fallback plan
   REQUIRE(planner.ReportOutcome(outcome).ok());
@@ -192,6 +194,10 @@ TEST_CASE("every RPC through RemotePlanner against a real rematd") {
   REQUIRE(Contains(metrics, "rematd_oom_reports_total 1"));
   REQUIRE(Contains(metrics,
                    "rematd_outcomes_by_source_total{source=\"last_good\"} 1"));
+  REQUIRE(Contains(metrics, "rematd_copy_wait_reports_total 1\n"));
+  REQUIRE(Contains(metrics, "rematd_copy_waited_steps_total 1\n"));
+  REQUIRE(Contains(metrics, "rematd_copy_wait_seconds_total 0.006\n"));
+  REQUIRE(Contains(metrics, "rematd_copy_wait_step_seconds_total 0.12\n"));
   REQUIRE(Contains(metrics, "rematd_peak_ratio_count 2"));
   REQUIRE(Contains(metrics, "rematd_plan_cache_hits_total"));
   REQUIRE(

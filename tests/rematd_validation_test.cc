@@ -125,6 +125,16 @@ TEST_CASE("a request that fails on its last element changes nothing") {
     const grpc::Status peak = client.Outcome(r);
     REQUIRE(peak.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     CHECK(Contains(peak.error_message(), "measured_peak_bytes"));
+    // And one that waited for its copies longer than the step took.
+    r.set_measured_peak_bytes(1 << 30);
+    r.set_step_ns(1000);
+    r.set_copy_wait_ns(1001);
+    const grpc::Status wait = client.Outcome(r);
+    REQUIRE(wait.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(Contains(wait.error_message(),
+                   "copy_wait_ns: 1001 is outside [0, step_ns = 1000]"));
+    r.set_copy_wait_ns(-1);
+    CHECK(client.Outcome(r).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     unchanged("outcome");
   }
   // RegisterModel whose last block repeats the first one's name.

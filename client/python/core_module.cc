@@ -172,7 +172,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("measured_peak_bytes", &Outcome::measured_peak_bytes)
       .def_readwrite("step_ns", &Outcome::step_ns)
       .def_readwrite("out_of_memory", &Outcome::out_of_memory)
-      .def_readwrite("plan_source", &Outcome::plan_source);
+      .def_readwrite("plan_source", &Outcome::plan_source)
+      .def_readwrite("copy_wait_ns", &Outcome::copy_wait_ns);
 
   py::class_<Plan, std::shared_ptr<Plan>>(m, "Plan")
       .def_readonly("actions", &Plan::actions)

@@ -330,6 +330,7 @@ absl::StatusOr<Outcome> OutcomeFromProto(
   auto source = PlanSourceFromProto(proto.plan_source(), "plan_source");
   if (!source.ok()) return source.status();
   outcome.plan_source = *source;
+  if (proto.has_copy_wait_ns()) outcome.copy_wait_ns = proto.copy_wait_ns();
   return outcome;
 }
 
@@ -343,6 +344,7 @@ void OutcomeToProto(const ModelSpec& spec, const Outcome& outcome,
   proto->set_step_ns(outcome.step_ns);
   proto->set_out_of_memory(outcome.out_of_memory);
   proto->set_plan_source(PlanSourceToProto(outcome.plan_source));
+  if (outcome.copy_wait_ns) proto->set_copy_wait_ns(*outcome.copy_wait_ns);
 }
 
 void VerdictToProto(const SampleVerdict& verdict, v1::SampleVerdict* proto) {

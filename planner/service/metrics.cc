@@ -110,6 +110,14 @@ void Metrics::CountOutcome(bool out_of_memory, const std::string& plan_source) {
   if (!plan_source.empty()) ++outcomes_by_source_[plan_source];
 }
 
+void Metrics::CountCopyWait(int64_t wait_ns, int64_t step_ns) {
+  absl::MutexLock lock(&mu_);
+  ++wait_reports_;
+  if (wait_ns > 0) ++waited_steps_;
+  copy_wait_seconds_ += static_cast<double>(wait_ns) / 1e9;
+  wait_report_step_seconds_ += static_cast<double>(step_ns) / 1e9;
+}
+
 void Metrics::CountSamples(uint64_t n, uint64_t quarantined) {
   absl::MutexLock lock(&mu_);
   samples_ += n;
@@ -149,6 +157,31 @@ std::string Metrics::RenderPrometheus(
       absl::StrAppend(&out, "rematd_outcomes_by_source_total{source=\"",
                       EscapeLabelValue(source), "\"} ", n, "\n");
     }
+    Header("rematd_copy_wait_reports_total",
+           "Step outcomes that said how long their forward waited for the "
+           "copies to host their plans counted landed.",
+           "counter", &out);
+    absl::StrAppend(&out, "rematd_copy_wait_reports_total ", wait_reports_,
+                    "\n");
+    Header("rematd_copy_waited_steps_total",
+           "Of those, the steps that waited: their plans counted on more "
+           "overlap of copies and compute than the device gave.",
+           "counter", &out);
+    absl::StrAppend(&out, "rematd_copy_waited_steps_total ", waited_steps_,
+                    "\n");
+    Header("rematd_copy_wait_seconds_total",
+           "Time those steps' forwards waited for their copies to host; "
+           "divided by rematd_copy_wait_step_seconds_total, the share of step "
+           "time lost to it.",
+           "counter", &out);
+    absl::StrAppend(&out, "rematd_copy_wait_seconds_total ",
+                    FormatValue(copy_wait_seconds_), "\n");
+    Header("rematd_copy_wait_step_seconds_total",
+           "Step time of the outcomes counted in "
+           "rematd_copy_wait_reports_total.",
+           "counter", &out);
+    absl::StrAppend(&out, "rematd_copy_wait_step_seconds_total ",
+                    FormatValue(wait_report_step_seconds_), "\n");
     Header("rematd_samples_total", "Samples accepted by ReportSamples.",
            "counter", &out);
     absl::StrAppend(&out, "rematd_samples_total ", samples_, "\n");

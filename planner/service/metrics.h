@@ -59,6 +59,10 @@ class Metrics {
   // `plan_source`: how the trainer chose the step's plan (PlanSourceName:
   // "planner", "last_good", ...), empty when it did not say.
   void CountOutcome(bool out_of_memory, const std::string& plan_source = "");
+  // An outcome that said how long its forward waited for the copies to host
+  // its plan counted landed (ReportOutcomeRequest.copy_wait_ns), and the
+  // step's own time.
+  void CountCopyWait(int64_t wait_ns, int64_t step_ns);
   // Samples accepted by ReportSamples; `quarantined` of them were held as
   // outliers (kept, not fitted).
   void CountSamples(uint64_t n, uint64_t quarantined = 0);
@@ -76,6 +80,11 @@ class Metrics {
   uint64_t outcomes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t oom_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, uint64_t> outcomes_by_source_ ABSL_GUARDED_BY(mu_);
+  // CountCopyWait's: the steps, those that waited, and their times.
+  uint64_t wait_reports_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t waited_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  double copy_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double wait_report_step_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t samples_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t quarantined_ ABSL_GUARDED_BY(mu_) = 0;
 

@@ -43,6 +43,8 @@ TEST_CASE("the exposition has every metric with HELP and TYPE") {
   m.CountOutcome(false, "safe");
   m.CountOutcome(false, "planner");
   m.CountSamples(7);
+  m.CountCopyWait(3000000, 100000000);
+  m.CountCopyWait(0, 50000000);
   REQUIRE(m.requests("GetPlan", "OK") == 2);
   const std::string text = m.RenderPrometheus(
       {{"rematd_plan_cache_hits_total", "Hits.", "counter", 12}});
@@ -64,6 +66,10 @@ TEST_CASE("the exposition has every metric with HELP and TYPE") {
   REQUIRE(
       Contains(text, "rematd_outcomes_by_source_total{source=\"planner\"} 1\n"));
   REQUIRE(Contains(text, "rematd_samples_total 7\n"));
+  REQUIRE(Contains(text, "rematd_copy_wait_reports_total 2\n"));
+  REQUIRE(Contains(text, "rematd_copy_waited_steps_total 1\n"));
+  REQUIRE(Contains(text, "rematd_copy_wait_seconds_total 0.003\n"));
+  REQUIRE(Contains(text, "rematd_copy_wait_step_seconds_total 0.15\n"));
   REQUIRE(Contains(text,
                    "# TYPE rematd_plan_cache_hits_total counter\n"
                    "rematd_plan_cache_hits_total 12\n"));

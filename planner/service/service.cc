@@ -441,6 +441,9 @@ absl::Status PlannerService::DoReportOutcome(
   metrics_->CountOutcome(
       request.out_of_memory(),
       outcome->plan_source ? PlanSourceName(*outcome->plan_source) : "");
+  if (outcome->copy_wait_ns) {
+    metrics_->CountCopyWait(*outcome->copy_wait_ns, outcome->step_ns);
+  }
   if (request.has_predicted_peak_bytes() &&
       request.predicted_peak_bytes() > 0 && request.measured_peak_bytes() > 0) {
     metrics_->ObservePeakRatio(

@@ -383,6 +383,10 @@ class _Runner:
         self.offloader: Optional[_core.Offloader] = None
         self.below: Optional[_core.OffloadGroup] = None  # offloaded just now
         self._group: Optional[_core.OffloadGroup] = None  # of the last OFFLOAD
+        # How long blocks waited for the copies copies_out_landed counts
+        # landed (not the wait at the end of forward, which the memory
+        # model predicts).
+        self.copy_wait_ns = 0
 
     def run_block(self, i: int, block: nn.Module, args: Tuple[Any, ...],
                   kwargs: Dict[str, Any]) -> Any:
@@ -391,7 +395,9 @@ class _Runner:
         # more than the plan predicts.
         if i < len(self.copies_out_landed):
             while self._sent and self._sent[0][0] < self.copies_out_landed[i]:
+                waiting = time.perf_counter_ns()
                 self._sent.popleft()[1].wait_copies_out()
+                self.copy_wait_ns += time.perf_counter_ns() - waiting
         out = self._run_block(i, block, args, kwargs)
         if self.below is not None:
             # The offloaded block below comes back as this one's backward
@@ -612,6 +618,10 @@ class Step:
         actions_run: the actions that ran, one per block (None for a block
             that did not run), filled in by forward.
         recomputes: per block, how often backward recomputed it.
+        copy_wait_ns: how long forward waited before blocks for the copies
+            to host its plan counts landed (Plan.copies_out_landed); the
+            outcome reports it for a plan that sends copies (rematd's
+            rematd_copy_wait_seconds_total).
         sample: the sample a finished COLLECT step measured, or None.
         measured_peak_bytes: the step's measured peak (needs a memory
             source), once finished.
@@ -655,6 +665,10 @@ class Step:
     @property
     def recomputes(self) -> List[int]:
         return self._runner.recomputes
+
+    @property
+    def copy_wait_ns(self) -> int:
+        return self._runner.copy_wait_ns
 
     @property
     def collect(self) -> bool:
@@ -791,4 +805,9 @@ class Step:
         outcome.step_ns = int(step_ns)
         outcome.out_of_memory = oom
         outcome.plan_source = self.choice.source
+        # Only a plan that sends copies to host can wait for them.
+        if any(a in (Action.OFFLOAD, Action.RECOMPUTE_OFFLOAD)
+               for a in self.actions):
+            outcome.copy_wait_ns = min(int(self._runner.copy_wait_ns),
+                                       int(step_ns))
         return outcome

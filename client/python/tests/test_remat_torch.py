@@ -499,6 +499,9 @@ def test_planned_offload_with_the_delta_solver(tmp_path):
                   if not s.collect and Action.OFFLOAD in s.actions]
     assert offloading, [s.actions for s in steps]
     assert engine.stats().bytes_to_host > 0
+    # Their outcomes, which say how long each waited for its copies, were
+    # accepted.
+    assert all(s.error is None and s.copy_wait_ns >= 0 for s in offloading)
 
 
 def test_collect_counts_what_offload_moves():
@@ -557,3 +560,6 @@ def test_a_block_waits_for_the_copies_its_plan_counts_landed():
     loss.backward()
     assert moved >= 2 << 20  # each block saves 1 MiB or more
     assert seen[1] - before == moved
+    # The forward says how long it waited (2 MiB at 0.2 GB/s: 10 ms, of
+    # which the blocks hide a little).
+    assert runner.copy_wait_ns > 3_000_000
