@@ -63,6 +63,7 @@ class Outcome:
     step_ns: int
     out_of_memory: bool
     plan_source: Optional[PlanSource]
+    copy_wait_ns: Optional[int]
 
 
 class Plan:
