@@ -1402,8 +1402,9 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // DropDominated says. Pruned as there: a state that cannot reach a later
 // need even with every block left at its larger saving; a state whose cost
 // plus the larger LP bound over the items left (of Relax's two
-// relaxations, for the blocks above) reaches the best plan; a state that meets every need ahead whatever comes (it
-// finishes with every block left kept). An offload's least wait is charged
+// relaxations, for the blocks above) reaches the best plan; a state that
+// meets every need ahead whatever comes (it finishes with every block
+// left kept). An offload's least wait is charged
 // when it is chosen and the wait at the end of forward as each copy is
 // queued, so a state's cost is already most of what it will cost. The
 // last block is never recomputed or offloaded (neither lowers any moment),
@@ -1668,8 +1669,9 @@ class OffloadSearch {
   // in flight and the prefetched block left out).
   //
   // paired_: an item per way a block (or a block and the one above) can
-  // save, at no more than it costs. A block that sends (OFFLOAD, or RECOMPUTE_OFFLOAD's checkpoint)
-  // waits for its copy back less when the block above is recomputed,
+  // save, at no more than it costs. A block that sends (OFFLOAD, or
+  // RECOMPUTE_OFFLOAD's checkpoint) waits for its copy back less when the
+  // block above is recomputed,
   // which that recompute pays for; so the sender has an item alone, with
   // its wait when the block above is not recomputed, and one with the
   // block above recomputed (plain or sending its own checkpoint at its
