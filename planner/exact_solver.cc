@@ -1671,9 +1671,9 @@ class OffloadSearch {
   // paired_: an item per way a block (or a block and the one above) can
   // save, at no more than it costs. A block that sends (OFFLOAD, or
   // RECOMPUTE_OFFLOAD's checkpoint) waits for its copy back less when the
-  // block above is recomputed,
-  // which that recompute pays for; so the sender has an item alone, with
-  // its wait when the block above is not recomputed, and one with the
+  // block above is recomputed, which that recompute pays for; so the
+  // sender has an item alone, with its wait when the block above is not
+  // recomputed, and one with the
   // block above recomputed (plain or sending its own checkpoint at its
   // least wait), its saving and cost included. A plan maps to items from
   // the bottom up: a sender not already in the pair of the block below
