@@ -1671,21 +1671,20 @@ class OffloadSearch {
   // paired_: an item per way a block (or a block and the one above) can
   // save, at no more than it costs. A block that sends (OFFLOAD, or
   // RECOMPUTE_OFFLOAD's checkpoint) waits for its copy back less when the
-  // block above is recomputed, which that recompute pays for; so the
-  // sender has an item alone, with its wait when the block above is not
-  // recomputed, and one with the
-  // block above recomputed (plain or sending its own checkpoint at its
-  // least wait), its saving and cost included. A plan maps to items from
-  // the bottom up: a sender not already in the pair of the block below
-  // takes the block above into its pair when that one is recomputed, else
-  // stands alone; a RECOMPUTE not in a pair is its own item. The items
-  // save at least what the plan saves below every need (a pair's saving
-  // placed at its lower block only adds) and cost no more; the count (a
-  // pair is one item) is no more either. An item that saves nothing is
-  // left out; where the block above saves nothing the pair is no better
-  // than the item alone (its wait is at most the recompute's time more).
-  // It lets a block both recompute and send (an item of its own and a
-  // pair of the block below's), which a plan cannot.
+  // block above is recomputed, which that recompute pays for; so the sender
+  // has an item alone, with its wait when the block above is not
+  // recomputed, and one with the block above recomputed (plain or sending
+  // its own checkpoint at its least wait), its saving and cost included. A
+  // plan maps to items from the bottom up: a sender not already in the pair
+  // of the block below takes the block above into its pair when that one is
+  // recomputed, else stands alone; a RECOMPUTE not in a pair is its own
+  // item. The items save at least what the plan saves below every need (a
+  // pair's saving placed at its lower block only adds) and cost no more;
+  // the count (a pair is one item) is no more either. An item that saves
+  // nothing is left out; where the block above saves nothing the pair is no
+  // better than the item alone (its wait is at most the recompute's time
+  // more). It lets a block both recompute and send (an item of its own and
+  // a pair of the block below's), which a plan cannot.
   //
   // by_block_: per block, its actions at their least waits, as increments
   // (below): a block saves no more than its largest action, but a sender
