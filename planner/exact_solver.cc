@@ -1401,10 +1401,9 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // such group, as in the recompute search, and across groups as
 // DropDominated says. Pruned as there: a state that cannot reach a later
 // need even with every block left at its larger saving; a state whose cost
-// plus the larger LP bound over the items left (of Relax's two
-// relaxations, for the blocks above) reaches the best plan; a state that
-// meets every need ahead whatever comes (it finishes with every block
-// left kept). An offload's least wait is charged
+// plus the LP bound over the items left (Relax's, of the blocks above)
+// reaches the best plan; a state that meets every need ahead whatever comes (it
+// finishes with every block left kept). An offload's least wait is charged
 // when it is chosen and the wait at the end of forward as each copy is
 // queued, so a state's cost is already most of what it will cost. The
 // last block is never recomputed or offloaded (neither lowers any moment),
@@ -1414,8 +1413,8 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // rounding, never more.
 //
 // Before the search: where no block can send anything, the recompute
-// search's plan is the answer. Else each of Relax's covering problems,
-// solved exactly (SolveCover), bounds every plan; where an optimum is the
+// search's plan is the answer. Else Relax's covering problem, solved
+// exactly (SolveCover), bounds every plan; where its optimum is the
 // recompute plan's cost, that plan is optimal and there is no search.
 // Else a heuristic pass of the search (the least-bound states per step,
 // as without OFFLOAD) looks for a cheaper plan to start from.
@@ -1551,8 +1550,20 @@ class OffloadSearch {
       reach_[p] = std::max(need_[p], reach_[p + 1] - most);
     }
     Relax();
-    paired_.Rank();
-    by_block_.Rank();
+    const int m = static_cast<int>(items_.size());
+    std::vector<int> order(m);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+      const __int128 lhs = static_cast<__int128>(items_[x].c) * items_[y].s;
+      const __int128 rhs = static_cast<__int128>(items_[y].c) * items_[x].s;
+      return lhs != rhs ? lhs < rhs : x < y;
+    });
+    rank_of_.resize(m);
+    by_rank_.resize(m);
+    for (int r = 0; r < m; ++r) {
+      rank_of_[order[r]] = r + 1;
+      by_rank_[r] = items_[order[r]];
+    }
   }
 
   // The plan to beat: its cost and count (kInf: none known).
@@ -1567,8 +1578,9 @@ class OffloadSearch {
   // keeps the `beam` states of least bound; the work limit does not apply
   // and the time limit just ends it).
   bool Run(size_t beam = 0) {
-    Lps lp{paired_.Lp(), by_block_.Lp()};
-    size_t next_paired = 0, next_by_block = 0;  // items of the blocks decided
+    LpBound lp(by_rank_);
+    for (int r = 1; r <= static_cast<int>(items_.size()); ++r) lp.Add(r, +1);
+    size_t next_item = 0;  // items of blocks below the current one removed
     std::vector<OffloadState> front = {{0, 0, 0, -1, -1, kLastKeep}};
     for (int k = 0; k < n_ && !front.empty(); ++k) {
       if ((beam == 0 && st_->nodes > max_nodes_) ||
@@ -1580,15 +1592,17 @@ class OffloadSearch {
         // items of block k and above).
         double bound = best_cost_;
         for (const OffloadState& x : front) {
-          const int64_t rest = Rest(lp, ahead_[k] - x.sigma);
+          const int64_t rest = lp.LowerBound(ahead_[k] - x.sigma);
           if (rest < kInf) bound = std::min(bound, x.cost + rest);
         }
         lower_bound_ = bound;
         return false;
       }
       // The items of block k are decided now.
-      paired_.Decide(k, &lp.paired, &next_paired);
-      by_block_.Decide(k, &lp.by_block, &next_by_block);
+      for (; next_item < items_.size() && items_[next_item].block <= k;
+           ++next_item) {
+        lp.Add(rank_of_[next_item], -1);
+      }
       ++st_->steps;
       Step(k, front, lp);
       st_->states += static_cast<int64_t>(front.size());
@@ -1600,23 +1614,14 @@ class OffloadSearch {
     return true;
   }
 
-  // The LPs of both relaxations over the blocks not decided.
-  struct Lps {
-    LpBound paired, by_block;
-  };
-  // A lower bound on what covering `need` costs: the larger LP's.
-  static int64_t Rest(const Lps& lp, int64_t need) {
-    return std::max(lp.paired.LowerBound(need), lp.by_block.LowerBound(need));
-  }
-
   // Cuts `front` (the states before block k) to the `beam` states of
   // least bound.
-  void KeepLeastBound(int k, const Lps& lp, size_t beam,
+  void KeepLeastBound(int k, const LpBound& lp, size_t beam,
                       std::vector<OffloadState>* front) {
     bounded_.clear();
     for (const OffloadState& x : *front) {
       bounded_.push_back(
-          {x.cost + static_cast<double>(Rest(lp, ahead_[k] - x.sigma)), x});
+          {x.cost + static_cast<double>(lp.LowerBound(ahead_[k] - x.sigma)), x});
     }
     std::nth_element(bounded_.begin(), bounded_.begin() + beam, bounded_.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -1632,18 +1637,15 @@ class OffloadSearch {
     });
   }
 
-  // Relax's covering problems (SolveCover): their items (paired: true; by
-  // block: false), and their needs, req[p] for the items below p (the
-  // needs of the blocks from item p-1's up to item p's).
-  const std::vector<Item>& items(bool paired) const {
-    return (paired ? paired_ : by_block_).items;
-  }
-  std::vector<int64_t> RelaxedNeeds(bool paired) const {
-    const std::vector<Item>& items = this->items(paired);
-    std::vector<int64_t> req(items.size() + 1, -kInf);
+  // Relax's covering problem (SolveCover): its items, and its needs,
+  // req[p] for the items below p (the needs of the blocks from item p-1's
+  // up to item p's).
+  const std::vector<Item>& items() const { return items_; }
+  std::vector<int64_t> RelaxedNeeds() const {
+    std::vector<int64_t> req(items_.size() + 1, -kInf);
     size_t p = 0;  // the items below block k
     for (int k = 0; k < n_; ++k) {
-      while (p < items.size() && items[p].block < k) ++p;
+      while (p < items_.size() && items_[p].block < k) ++p;
       req[p] = std::max(req[p], need_[k]);
     }
     return req;
@@ -1664,31 +1666,24 @@ class OffloadSearch {
   }
 
  private:
-  // Two relaxations of the problem as a covering one, for the LP bound
-  // and for SolveCover, both with the needs as need_ has them (the copies
-  // in flight and the prefetched block left out).
-  //
-  // paired_: an item per way a block (or a block and the one above) can
-  // save, at no more than it costs. A block that sends (OFFLOAD, or
-  // RECOMPUTE_OFFLOAD's checkpoint) waits for its copy back less when the
-  // block above is recomputed, which that recompute pays for; so the sender
-  // has an item alone, with its wait when the block above is not
-  // recomputed, and one with the block above recomputed (plain or sending
-  // its own checkpoint at its least wait), its saving and cost included. A
-  // plan maps to items from the bottom up: a sender not already in the pair
-  // of the block below takes the block above into its pair when that one is
-  // recomputed, else stands alone; a RECOMPUTE not in a pair is its own
-  // item. The items save at least what the plan saves below every need (a
-  // pair's saving placed at its lower block only adds) and cost no more;
-  // the count (a pair is one item) is no more either. An item that saves
-  // nothing is left out; where the block above saves nothing the pair is no
-  // better than the item alone (its wait is at most the recompute's time
-  // more). It lets a block both recompute and send (an item of its own and
-  // a pair of the block below's), which a plan cannot.
-  //
-  // by_block_: per block, its actions at their least waits, as increments
-  // (below): a block saves no more than its largest action, but a sender
-  // is charged only its least wait.
+  // items_: a relaxation of the problem as a covering one, for the LP
+  // bound and for SolveCover. Needs as need_ has them (the copies in
+  // flight and the prefetched block left out), and an item per way a
+  // block (or a block and the one above) can save, at no more than it
+  // costs. A block that sends (OFFLOAD, or RECOMPUTE_OFFLOAD's checkpoint)
+  // waits for its copy back less when the block above is recomputed,
+  // which that recompute pays for; so the sender has an item alone, with
+  // its wait when the block above is not recomputed, and one with the
+  // block above recomputed (plain or sending its own checkpoint at its
+  // least wait), its saving and cost included. A plan maps to items from
+  // the bottom up: a sender not already in the pair of the block below
+  // takes the block above into its pair when that one is recomputed, else
+  // stands alone; a RECOMPUTE not in a pair is its own item. The items
+  // save at least what the plan saves below every need (a pair's saving
+  // placed at its lower block only adds) and cost no more; the count (a
+  // pair is one item) is no more either. An item that saves nothing is
+  // left out; where the block above saves nothing the pair is no better
+  // than the item alone (its wait is at most the recompute's time more).
   void Relax() {
     auto wait = [&](int k, double back_ns, bool above_recomputed) {
       const OffloadBlock& up = blocks_[k + 1];
@@ -1697,7 +1692,7 @@ class OffloadSearch {
       return static_cast<int64_t>(std::floor(std::max(0.0, back_ns - hides)));
     };
     auto add = [&](int k, int64_t saving, int64_t cost) {
-      if (saving > 0) paired_.items.push_back({k, saving, cost});
+      if (saving > 0) items_.push_back({k, saving, cost});
     };
     for (int k = 0; k + 1 < n_; ++k) {
       const OffloadBlock& x = blocks_[k];
@@ -1715,30 +1710,6 @@ class OffloadSearch {
       };
       if (x.can_o) sender(x.t, 0, x.back_ns);
       if (x.can_ro) sender(x.s + x.ro, x.c, x.ro_back_ns);
-      // By block: its actions (saving, cost at the least wait) that no
-      // other saves as much for less, in the order of saving, as
-      // increments from KEEP's (0, 0) (each costs no less than the one
-      // before). A plan's action maps to the increments up to it, or up
-      // to an action that saves as much for no more.
-      std::vector<std::pair<int64_t, int64_t>> acts;
-      if (x.can_r) acts.push_back({x.s, x.c});
-      if (x.can_o) acts.push_back({x.t, static_cast<int64_t>(std::floor(x.least_wait))});
-      if (x.can_ro) {
-        acts.push_back(
-            {x.s + x.ro, x.c + static_cast<int64_t>(std::floor(x.ro_least_wait))});
-      }
-      std::sort(acts.begin(), acts.end());
-      int64_t saved = 0, cost = 0;
-      for (size_t i = 0; i < acts.size(); ++i) {
-        const auto [saving, c] = acts[i];
-        const bool dominated = std::any_of(
-            acts.begin() + i + 1, acts.end(),
-            [&](const auto& a) { return a.second <= c; });
-        if (saving <= saved || dominated) continue;
-        by_block_.items.push_back({k, saving - saved, c - cost});
-        saved = saving;
-        cost = c;
-      }
     }
   }
 
@@ -1828,7 +1799,7 @@ class OffloadSearch {
 
   // Decides block k for every state of `front` (the states before it);
   // leaves the states before block k + 1 there.
-  void Step(int k, std::vector<OffloadState>& front, const Lps& lp) {
+  void Step(int k, std::vector<OffloadState>& front, const LpBound& lp) {
     const OffloadBlock& x = blocks_[k];
     children_.clear();
     for (const OffloadState& st : front) {
@@ -1890,7 +1861,7 @@ class OffloadSearch {
         continue;
       }
       if (c.sigma < reach_[k + 1]) continue;
-      const int64_t rest = Rest(lp, ahead_[k + 1] - c.sigma);
+      const int64_t rest = lp.LowerBound(ahead_[k + 1] - c.sigma);
       if (rest >= kInf) continue;
       // (A state that is not done may still finish with every block kept,
       // its copies landing in time: no count added.)
@@ -2105,44 +2076,8 @@ class OffloadSearch {
   ExactStats* st_;
   std::vector<OffloadBlock> blocks_;
   std::vector<int64_t> need_, ahead_, reach_;
-  // A relaxation's items (by block), and for its LP (LpBound) over the
-  // blocks not decided, the items by cost per byte.
-  struct Relaxation {
-    std::vector<Item> items;
-    std::vector<Item> by_rank;
-    std::vector<int> rank_of;  // by item, 1-based
-
-    void Rank() {
-      const int m = static_cast<int>(items.size());
-      std::vector<int> order(m);
-      std::iota(order.begin(), order.end(), 0);
-      std::sort(order.begin(), order.end(), [&](int x, int y) {
-        const __int128 lhs = static_cast<__int128>(items[x].c) * items[y].s;
-        const __int128 rhs = static_cast<__int128>(items[y].c) * items[x].s;
-        return lhs != rhs ? lhs < rhs : x < y;
-      });
-      rank_of.resize(m);
-      by_rank.resize(m);
-      for (int r = 0; r < m; ++r) {
-        rank_of[order[r]] = r + 1;
-        by_rank[r] = items[order[r]];
-      }
-    }
-    // The LP over every item.
-    LpBound Lp() const {
-      LpBound lp(by_rank);
-      for (int r = 1; r <= static_cast<int>(items.size()); ++r) lp.Add(r, +1);
-      return lp;
-    }
-    // Takes the items of blocks up to k out of `lp` (*next: the first
-    // item still in).
-    void Decide(int k, LpBound* lp, size_t* next) const {
-      for (; *next < items.size() && items[*next].block <= k; ++*next) {
-        lp->Add(rank_of[*next], -1);
-      }
-    }
-  };
-  Relaxation paired_, by_block_;  // see Relax
+  std::vector<Item> items_, by_rank_;
+  std::vector<int> rank_of_;
   std::vector<OffloadNode> arena_;
   std::vector<OffloadState> children_;
   std::vector<std::pair<double, OffloadState>> bounded_;  // KeepLeastBound's
@@ -2203,38 +2138,31 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   int64_t base_count = 0;
   for (Action a : actions) base_count += a != Action::kKeep;
   const int64_t heuristic = st.cost_ns;
-  // Each relaxation's optimum (OffloadSearch::Relax) bounds every plan's
-  // cost. Where one is the recompute plan's own, that plan is optimal (a
-  // tie on cost proves it only where a plan's items are no more than its
-  // blocks, the paired relaxation's), and the larger is the search's root
-  // bound otherwise.
+  // The relaxation's optimum (OffloadSearch::Relax) bounds every plan's
+  // cost. Where it is the recompute plan's own, that plan is optimal, and
+  // it is the search's root bound otherwise.
   int64_t relaxed_bound = 0;
-  for (const bool paired : {true, false}) {
-    const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::steady_clock::now() - start);
-    if (!base_fits ||
-        (options.time_limit.count() > 0 && elapsed >= options.time_limit)) {
-      break;
-    }
-    // A proof is only worth a fraction of the search it saves: each
+  const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (base_fits &&
+      (options.time_limit.count() == 0 || elapsed < options.time_limit)) {
+    // A proof is only worth a fraction of the search it saves: the
     // relaxation gets as many states as that search may examine.
     ExactOptions relax_options = options;
     relax_options.max_nodes = std::min(options.max_nodes, kMaxOffloadNodes);
     if (options.time_limit.count() > 0) relax_options.time_limit -= elapsed;
     ExactStats relaxed;
-    const std::vector<char> chosen =
-        SolveCover(search.items(paired), search.RelaxedNeeds(paired),
-                   relax_options, relaxed);
+    const std::vector<char> chosen = SolveCover(
+        search.items(), search.RelaxedNeeds(), relax_options, relaxed);
     const int64_t count = std::count(chosen.begin(), chosen.end(), 1);
     if (!relaxed.stopped_at_limit &&
-        (paired ? !LexLess(relaxed.cost_ns, count, st.cost_ns, base_count)
-                : relaxed.cost_ns > st.cost_ns)) {
+        !LexLess(relaxed.cost_ns, count, st.cost_ns, base_count)) {
       st.stopped_at_limit = false;
       st.lower_bound_ns = st.cost_ns;
       st.relaxation_proved = true;
       return actions;
     }
-    relaxed_bound = std::max(relaxed_bound, relaxed.lower_bound_ns);
+    relaxed_bound = relaxed.lower_bound_ns;
   }
   st = ExactStats();
   st.heuristic_cost_ns = heuristic;

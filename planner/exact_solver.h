@@ -28,7 +28,7 @@ struct ExactStats {
   int64_t max_front = 0;       // largest front
   // The search's lower bound before it starts: the LP's, or on long
   // chains the bound over plan counts' where higher; with a link, the
-  // larger of its two relaxations' (exact_solver.cc).
+  // relaxation's (exact_solver.cc).
   int64_t root_bound_ns = 0;
   int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
   // The best plan before the search proper: the greedy plan, improved by
@@ -47,7 +47,7 @@ struct ExactStats {
   int64_t count_pruned = 0;
   int tail = 0;                // candidates decided with their needs (the
                                // rest are one covering knapsack)
-  // With a link: a relaxation of the search with OFFLOAD proved the plan
+  // With a link: the relaxation of the search with OFFLOAD proved the plan
   // without OFFLOAD optimal, so that search did not run (the other fields
   // are the search without OFFLOAD's).
   bool relaxation_proved = false;
@@ -73,10 +73,9 @@ struct ExactOptions {
   // 2^20 by the search with OFFLOAD (its states cost more). The heuristic
   // pass before the search (ExactStats::heuristic_nodes) is outside this
   // limit: it examines at most 32 states per candidate (64 per block with
-  // OFFLOAD). So are the two relaxations the search with OFFLOAD solves
-  // first (searches without OFFLOAD over items per block and action),
-  // which have a limit of their own each, the same as the search with
-  // OFFLOAD's.
+  // OFFLOAD). So is the relaxation the search with OFFLOAD solves first
+  // (a search without OFFLOAD over an item per block and action), which
+  // has a limit of its own, the same as the search with OFFLOAD's.
   int64_t max_nodes = int64_t{1} << 30;
   // Time limit from the call's start (zero: none), checked where max_nodes
   // is, so it is overshot by at most two fronts' worth of states. The
