@@ -239,12 +239,16 @@ void SearchStats(Family family, bool offload) {
           "\"blocks\":%d,\"u\":%.2f,"
           "\"us\":%.0f,\"steps\":%d,\"states\":%lld,\"nodes\":%lld,"
           "\"max_front\":%lld,\"tail\":%d,\"candidates\":%d,\"gap_over_block\":%.4f,"
+          "\"stopped\":%s,\"lower_bound_gap_over_block\":%.4f,"
           "\"heuristic_gap_over_block\":%.4f,\"cost_ns\":%lld,"
           "\"heuristic_nodes\":%lld,\"whole_pruned\":%lld,\"count_pruned\":%lld}\n",
           FamilyName(family), offload ? "true" : "false", n, u, us, st.steps,
           static_cast<long long>(st.states), static_cast<long long>(st.nodes),
           static_cast<long long>(st.max_front), st.tail, st.candidates,
           static_cast<double>(st.cost_ns - st.root_bound_ns) /
+              static_cast<double>(p.blocks[1].forward_ns),
+          st.stopped_at_limit ? "true" : "false",
+          static_cast<double>(st.cost_ns - st.lower_bound_ns) /
               static_cast<double>(p.blocks[1].forward_ns),
           static_cast<double>(st.heuristic_cost_ns - st.cost_ns) /
               static_cast<double>(p.blocks[1].forward_ns),

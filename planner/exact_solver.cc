@@ -1550,20 +1550,8 @@ class OffloadSearch {
       reach_[p] = std::max(need_[p], reach_[p + 1] - most);
     }
     Relax();
-    const int m = static_cast<int>(items_.size());
-    std::vector<int> order(m);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int x, int y) {
-      const __int128 lhs = static_cast<__int128>(items_[x].c) * items_[y].s;
-      const __int128 rhs = static_cast<__int128>(items_[y].c) * items_[x].s;
-      return lhs != rhs ? lhs < rhs : x < y;
-    });
-    rank_of_.resize(m);
-    by_rank_.resize(m);
-    for (int r = 0; r < m; ++r) {
-      rank_of_[order[r]] = r + 1;
-      by_rank_[r] = items_[order[r]];
-    }
+    forward_ns_ = blocks_[n_ - 1].now;
+    Rank(items_, &rank_of_, &by_rank_);
   }
 
   // The plan to beat: its cost and count (kInf: none known).
@@ -1588,14 +1576,7 @@ class OffloadSearch {
            std::chrono::steady_clock::now() - start_ >= time_limit_)) {
         if (beam > 0) return false;
         st_->stopped_at_limit = true;
-        // A cheaper plan extends some state of the front (lp holds the
-        // items of block k and above).
-        double bound = best_cost_;
-        for (const OffloadState& x : front) {
-          const int64_t rest = lp.LowerBound(ahead_[k] - x.sigma);
-          if (rest < kInf) bound = std::min(bound, x.cost + rest);
-        }
-        lower_bound_ = bound;
+        lower_bound_ = StoppedBound(front, k);
         return false;
       }
       // The items of block k are decided now.
@@ -1627,6 +1608,65 @@ class OffloadSearch {
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     front->clear();
     for (size_t i = 0; i < beam; ++i) front->push_back(bounded_[i].second);
+  }
+
+  // A bound on every plan that extends a state of `front` (the states
+  // before block k), for a search stopped there: the least over the front
+  // of its cost and the LP of what is left, over HullItems with the copy
+  // engine at the price that bounds highest, or over Relax's items where
+  // that is higher. No more than the plan to beat. (The search prunes with
+  // Relax's LP alone: with HullItems' it examined about as many states,
+  // each at more cost.)
+  double StoppedBound(const std::vector<OffloadState>& front, int k) const {
+    // The front by what it still needs, least first, so that the LP of
+    // each (LpBound::LowerBound's) comes from one sweep of the items.
+    std::vector<std::pair<int64_t, const OffloadState*>> by_need;
+    by_need.reserve(front.size());
+    for (const OffloadState& x : front) by_need.push_back({ahead_[k] - x.sigma, &x});
+    std::sort(by_need.begin(), by_need.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    auto least = [&](const std::vector<Item>& all, double price) {
+      std::vector<Item> left, by_rank;
+      for (const Item& it : all) {
+        if (it.block >= k) left.push_back(it);
+      }
+      Rank(left, nullptr, &by_rank);
+      double bound = best_cost_;
+      size_t next = 0;  // the items before it are taken whole
+      int64_t saved = 0, cost = 0;
+      for (const auto& [need, x] : by_need) {
+        int64_t rest = 0;
+        if (need > 0) {
+          for (; next < by_rank.size() && saved + by_rank[next].s < need; ++next) {
+            saved += by_rank[next].s;
+            cost += by_rank[next].c;
+          }
+          if (next == by_rank.size()) break;  // nor can any state after it
+          rest = cost + MulDivCeil(need - saved, by_rank[next].c, by_rank[next].s);
+        }
+        const double from = std::max(Drained(*x), blocks_[k].now);
+        bound = std::min(bound, x->cost + static_cast<double>(rest) -
+                                    price * std::max(0.0, forward_ns_ - from));
+      }
+      return bound;
+    };
+    auto priced = [&](double price) { return least(HullItems(price), price); };
+    // The bound is concave in the price (a least of functions linear in
+    // it): a golden-section search, to a price within 1% of the best.
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    double lo = 0, hi = 1;
+    double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
+    double f1 = priced(x1), f2 = priced(x2);
+    for (int i = 0; i < 10; ++i) {
+      if (f1 < f2) {
+        lo = x1, x1 = x2, f1 = f2;
+        x2 = lo + g * (hi - lo), f2 = priced(x2);
+      } else {
+        hi = x2, x2 = x1, f2 = f1;
+        x1 = hi - g * (hi - lo), f1 = priced(x1);
+      }
+    }
+    return std::max({f1, f2, priced(0), least(items_, 0)});
   }
 
   // Whether some block may send something to host (else every plan left
@@ -1710,6 +1750,79 @@ class OffloadSearch {
       };
       if (x.can_o) sender(x.t, 0, x.back_ns);
       if (x.can_ro) sender(x.s + x.ro, x.c, x.ro_back_ns);
+    }
+  }
+
+  // A second relaxation as LP items, for StoppedBound: per block, the
+  // lower convex hull of what its actions save against what they cost, as
+  // increments (their ratios rise, so the LP takes a block's increments in
+  // order and no block counts twice; Relax's pairs let a block both
+  // recompute and send, which is cheap where the link is busy and so puts
+  // that bound blocks' cost low). A send costs its least wait, plus `price`
+  // for each ns its copy out takes:
+  //
+  // the copies out of the blocks from k on start no earlier than block k's
+  // end, nor before the copies already queued land (at `drained`), and run
+  // one after another, so the wait at the end of forward they add is at
+  // least their time less the forward left after max(drained, block k's
+  // end); for any price in [0, 1], at least price times that.
+  std::vector<Item> HullItems(double price) const {
+    std::vector<Item> out;
+    std::vector<std::pair<int64_t, int64_t>> options, hull;
+    auto priced = [&](double wait, double out_ns) {
+      return static_cast<int64_t>(std::floor(wait + price * out_ns));
+    };
+    for (int k = 0; k + 1 < n_; ++k) {
+      const OffloadBlock& x = blocks_[k];
+      options.clear();
+      if (x.can_r) options.push_back({x.s, x.c});
+      if (x.can_o) options.push_back({x.t, priced(x.least_wait, x.out_ns)});
+      if (x.can_ro && x.s + x.ro > 0) {
+        options.push_back({x.s + x.ro, x.c + priced(x.ro_least_wait, x.ro_out_ns)});
+      }
+      // Saving up, then cost up; from (0, 0), keep the points below the
+      // line through their neighbours. Costs are >= 0, so the first slope
+      // is too and every kept point costs more than the one before.
+      std::sort(options.begin(), options.end());
+      hull.assign(1, {0, 0});
+      for (const auto& o : options) {
+        if (o.first <= 0 || o.first == hull.back().first) continue;
+        while (hull.size() >= 2) {
+          const auto& p0 = hull[hull.size() - 2];
+          const auto& p1 = hull.back();
+          const __int128 turn =
+              static_cast<__int128>(p1.first - p0.first) * (o.second - p0.second) -
+              static_cast<__int128>(p1.second - p0.second) * (o.first - p0.first);
+          if (turn > 0) break;
+          hull.pop_back();
+        }
+        hull.push_back(o);
+      }
+      for (size_t i = 1; i < hull.size(); ++i) {
+        out.push_back({k, hull[i].first - hull[i - 1].first,
+                       hull[i].second - hull[i - 1].second});
+      }
+    }
+    return out;
+  }
+
+  // The items by rank in cost/saving order, for LpBound, and (unless null)
+  // the rank of each (1-based).
+  static void Rank(const std::vector<Item>& items, std::vector<int>* rank_of,
+                   std::vector<Item>* by_rank) {
+    const int m = static_cast<int>(items.size());
+    std::vector<int> order(m);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+      const __int128 lhs = static_cast<__int128>(items[x].c) * items[y].s;
+      const __int128 rhs = static_cast<__int128>(items[y].c) * items[x].s;
+      return lhs != rhs ? lhs < rhs : x < y;
+    });
+    by_rank->resize(m);
+    if (rank_of != nullptr) rank_of->resize(m);
+    for (int r = 0; r < m; ++r) {
+      (*by_rank)[r] = items[order[r]];
+      if (rank_of != nullptr) (*rank_of)[order[r]] = r + 1;
     }
   }
 
@@ -2078,6 +2191,7 @@ class OffloadSearch {
   std::vector<int64_t> need_, ahead_, reach_;
   std::vector<Item> items_, by_rank_;
   std::vector<int> rank_of_;
+  double forward_ns_ = 0;  // when forward ends
   std::vector<OffloadNode> arena_;
   std::vector<OffloadState> children_;
   std::vector<std::pair<double, OffloadState>> bounded_;  // KeepLeastBound's
