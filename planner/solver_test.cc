@@ -4,6 +4,7 @@
 #include <chrono>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -692,6 +693,27 @@ TEST_CASE("the bound that counts whole blocks closes the LP's gap") {
   CHECK(*plan.optimality_gap_ns == 0);
 }
 
+// A transformer-like chain as bench:solver's (hidden 1024, 16 heads,
+// fp16): an embedding, `layers` attention and MLP blocks, a head, for
+// `batch` sequences of `seq` tokens. `bytes` and `ns` add the noise.
+PlanProblem TransformerLikeChain(int layers, double batch, double seq,
+                                 const std::function<int64_t(double)>& bytes,
+                                 const std::function<int64_t(double)>& ns) {
+  const double x = batch * seq * 1024 * 2;  // one hidden state
+  const double scores = 2 * batch * 16 * seq * seq * 2;
+  PlanProblem p;
+  p.base_bytes = int64_t{4} << 30;
+  p.blocks.push_back({"embed", bytes(x), bytes(batch * seq * 8), ns(4e-3 * x), false});
+  for (int i = 0; i < layers; ++i) {
+    p.blocks.push_back({"attn" + std::to_string(i), bytes(6 * x + scores), bytes(x),
+                        ns(8e-3 * x + 8e-3 * scores), true});
+    p.blocks.push_back(
+        {"mlp" + std::to_string(i), bytes(13 * x), bytes(x), ns(16e-3 * x), true});
+  }
+  p.blocks.push_back({"head", bytes(2 * x), bytes(x), ns(16e-3 * x), true});
+  return p;
+}
+
 TEST_CASE("the bound over plan counts starts from the states the tail leaves") {
   // Transformer-like chains (hidden 1024, fp16): attention and MLP blocks
   // whose sizes differ by 1% and times by 2%, and a head. The last MLP's
@@ -710,18 +732,7 @@ TEST_CASE("the bound over plan counts starts from the states the tail leaves") {
   for (int iter = 0; iter < 30; ++iter) {
     const double batch = 4 + static_cast<double>(rng() % 29);
     const double seq = 64 + static_cast<double>(rng() % 449);
-    const double x = batch * seq * 1024 * 2;  // one hidden state
-    const double scores = 2 * batch * 16 * seq * seq * 2;
-    PlanProblem p;
-    p.base_bytes = int64_t{4} << 30;
-    p.blocks.push_back({"embed", bytes(x), bytes(batch * seq * 8), ns(4e-3 * x), false});
-    for (int i = 0; i < 149; ++i) {
-      p.blocks.push_back({"attn" + std::to_string(i), bytes(6 * x + scores), bytes(x),
-                          ns(8e-3 * x + 8e-3 * scores), true});
-      p.blocks.push_back(
-          {"mlp" + std::to_string(i), bytes(13 * x), bytes(x), ns(16e-3 * x), true});
-    }
-    p.blocks.push_back({"head", bytes(2 * x), bytes(x), ns(16e-3 * x), true});
+    PlanProblem p = TransformerLikeChain(149, batch, seq, bytes, ns);
     // Between the least peak (every block but the head recomputed) and
     // the keep-all peak.
     std::vector<Action> all(p.blocks.size(), Action::kRecompute);
@@ -804,18 +815,7 @@ TEST_CASE("with a busy link, a stopped search bounds its gap within two blocks")
   for (int iter = 0; iter < 40; ++iter) {
     const double batch = 4 + static_cast<double>(rng() % 29);
     const double seq = 64 + static_cast<double>(rng() % 449);
-    const double x = batch * seq * 1024 * 2;  // one hidden state
-    const double scores = 2 * batch * 16 * seq * seq * 2;
-    PlanProblem p;
-    p.base_bytes = int64_t{4} << 30;
-    p.blocks.push_back({"embed", bytes(x), bytes(batch * seq * 8), ns(4e-3 * x), false});
-    for (int i = 0; i < 11; ++i) {
-      p.blocks.push_back({"attn" + std::to_string(i), bytes(6 * x + scores), bytes(x),
-                          ns(8e-3 * x + 8e-3 * scores), true});
-      p.blocks.push_back(
-          {"mlp" + std::to_string(i), bytes(13 * x), bytes(x), ns(16e-3 * x), true});
-    }
-    p.blocks.push_back({"head", bytes(2 * x), bytes(x), ns(16e-3 * x), true});
+    PlanProblem p = TransformerLikeChain(11, batch, seq, bytes, ns);
     p.d2h_bytes_per_s = p.h2d_bytes_per_s = 64e9;
     std::vector<Action> all(p.blocks.size(), Action::kRecompute);
     all.front() = all.back() = Action::kKeep;
