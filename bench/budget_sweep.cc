@@ -359,10 +359,10 @@ void SweepModel(const std::string& model,
 
 int main(int argc, char** argv) {
   using namespace remat;
-  SleepIdleThreads(argv);
+  RunQuietly(argv);
   std::vector<std::string> models = DemoModelNames();
   std::vector<std::string> strategies = StrategyNames();
-  int warmup = 20, steps = 72, steps_below_safe = 12, rounds = 3;
+  int warmup = 20, steps = 180, steps_below_safe = 12, rounds = 5;
   std::string svg_dir = "bench";
   bool verbose = false;
   CLI::App app{"Every strategy's throughput and steps over budget against "

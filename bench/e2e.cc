@@ -63,7 +63,7 @@ struct Strategy {
 
 int main(int argc, char** argv) {
   using namespace remat;
-  SleepIdleThreads(argv);
+  RunQuietly(argv);
   TrainerOptions options;
   int steps = 120;
   int rounds = 3;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,7 +24,8 @@ void WriteAll(int fd, const std::string& text) {
   }
 }
 
-// This machine's float matmul speed, FLOP/s (LibTorch's default threads).
+// This machine's float matmul speed, FLOP/s (with the threads the
+// benchmark runs with, RunQuietly).
 double CpuFlopsPerS() {
   const int64_t n = 512;
   torch::Tensor a = torch::randn({n, n}), b = torch::randn({n, n});
@@ -43,14 +45,29 @@ double CpuFlopsPerS() {
 
 }  // namespace
 
-void SleepIdleThreads(char** argv) {
-  constexpr char kDone[] = "REMAT_BENCH_IDLE_THREADS_SLEEP";
+void RunQuietly(char** argv) {
+  constexpr char kDone[] = "REMAT_BENCH_QUIET";
   if (std::getenv(kDone) != nullptr) return;
   setenv(kDone, "1", /*overwrite=*/1);
   setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
   setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
+  if (std::getenv("REMAT_BENCH_ANY_CPU") == nullptr) {
+    setenv("OMP_NUM_THREADS", "1", /*overwrite=*/0);
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
+      for (int cpu = CPU_SETSIZE - 1; cpu >= 0; --cpu) {
+        if (!CPU_ISSET(cpu, &cpus)) continue;
+        CPU_ZERO(&cpus);
+        CPU_SET(cpu, &cpus);
+        if (sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+          std::perror("bench: pinning to one CPU (running on all)");
+        }
+        break;
+      }
+    }
+  }
   execv("/proc/self/exe", argv);
-  std::perror("bench: exec with idle threads asleep (running as is)");
+  std::perror("bench: exec to run quietly (running as is)");
 }
 
 StepProcess::StepProcess(const std::function<StepFn()>& make,

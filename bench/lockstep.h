@@ -21,16 +21,21 @@
 
 namespace remat {
 
-// Runs this program again, once, with the BLAS and OpenMP threads of it
-// and of every process it forks told to sleep when idle
-// (OPENBLAS_THREAD_TIMEOUT=4, OMP_WAIT_POLICY=PASSIVE; a value the caller
-// set is kept). Debian's OpenBLAS, the pthread build, keeps its workers
-// spinning for about 2^28 cycles after each call, so in lockstep the
-// process that has just run a step goes on taking CPU from the next
-// strategy's step. Call first in main; both are read when the libraries
-// load, hence the new exec. Returns (and the benchmark runs as it is)
-// when the exec fails.
-void SleepIdleThreads(char** argv);
+// Runs this program again, once, quieter, and so every process it forks:
+// * BLAS and OpenMP threads told to sleep when idle
+//   (OPENBLAS_THREAD_TIMEOUT=4, OMP_WAIT_POLICY=PASSIVE). Debian's
+//   OpenBLAS, the pthread build, keeps its workers spinning for about
+//   2^28 cycles after each call, so in lockstep the process that has just
+//   run a step goes on taking CPU from the next strategy's step.
+// * One intra-op thread (OMP_NUM_THREADS=1), all on one CPU (the last the
+//   process may use), unless REMAT_BENCH_ANY_CPU is set. Only one step
+//   runs at a time, so the other CPUs are left to the rest of the machine;
+//   on two cores that made two strategies that run the same plans agree
+//   about three times closer (README).
+// A value the caller set is kept. Call first in main; the variables are
+// read when the libraries load, hence the new exec. Returns (and the
+// benchmark runs as it is) when the exec fails.
+void RunQuietly(char** argv);
 
 // A child process that answers requests: the parent writes one line, the
 // child answers with one line. `make` runs in the child, once, and returns
