@@ -5,6 +5,7 @@
 // and thread counts, so no tolerance is needed.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -444,10 +445,10 @@ TEST_CASE("before a block the runtime waits for the copies the plan counts "
   auto model = CheckpointedSequential();
   model->push_back("b0", MlpBlock(64, 512, 0.0));
   model->push_back("b1", MlpBlock(64, 512, 0.0));
-  // A slow link (0.2 GB/s: ~7 ms per block's copy, far longer than a
+  // A slow link (20 MB/s: ~70 ms per block's copy, far longer than a
   // probe's forward).
   kernels::CopyEngineOptions slow;
-  slow.link_bytes_per_s = 2e8;
+  slow.link_bytes_per_s = 2e7;
   auto engine = kernels::NewCpuCopyEngine(slow);
   model->set_copy_engine(engine.get());
   std::vector<int64_t> seen;  // bytes landed on host as each probe ran
@@ -468,12 +469,20 @@ TEST_CASE("before a block the runtime waits for the copies the plan counts "
     return moved;
   };
   // p3 runs once both copies have landed: all the forward moves. The
-  // forward waited for them (2 MiB at 0.2 GB/s, 10 ms, of which a probe's
-  // forward hides next to nothing), and says so.
-  int64_t moved = run({0, 0, 0, 2});
-  CHECK(moved >= 2 * (1 << 20));  // each block saves 1 MiB or more
-  CHECK(seen[1] == moved);
-  CHECK(model->last_copy_wait_ns() > 5000000);
+  // forward waited for them (2 MiB at 20 MB/s, 100 ms, of which a probe's
+  // forward hides next to nothing), and says so. On a loaded machine this
+  // thread can be held off the CPU long enough to hide the wait (a run of
+  // the whole suite once saw 786 ns at 0.2 GB/s): one of three tries must
+  // see it.
+  int64_t moved = 0;
+  int64_t waited_ns = 0;
+  for (int attempt = 0; attempt < 3 && waited_ns <= 50000000; ++attempt) {
+    moved = run({0, 0, 0, 2});
+    CHECK(moved >= 2 * (1 << 20));  // each block saves 1 MiB or more
+    CHECK(seen[1] == moved);
+    waited_ns = std::max(waited_ns, model->last_copy_wait_ns());
+  }
+  CHECK(waited_ns > 50000000);
   // p2 once b0's has.
   moved = run({0, 0, 1, 1});
   CHECK(seen[0] > 0);

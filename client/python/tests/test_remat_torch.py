@@ -534,9 +534,9 @@ def test_collect_counts_what_offload_moves():
 
 
 def test_a_block_waits_for_the_copies_its_plan_counts_landed():
-    # A slow link (0.2 GB/s: several ms per block's copy, far longer than a
+    # A slow link (20 MB/s: tens of ms per block's copy, far longer than a
     # probe's forward); before p3 the plan counts both copies landed.
-    engine = remat.CopyEngine("cpu", link_bytes_per_s=2e8)
+    engine = remat.CopyEngine("cpu", link_bytes_per_s=2e7)
     seen = []  # bytes landed on host as each probe ran
 
     class Probe(nn.Module):
@@ -551,15 +551,23 @@ def test_a_block_waits_for_the_copies_its_plan_counts_landed():
     planned = PlannedModule(blocks, feature_names=["batch"],
                             copy_engine=engine, offload_min_bytes=0)
     O, K = Action.OFFLOAD, Action.KEEP
-    before = engine.stats().bytes_to_host
-    runner = remat.torch._Runner(planned, [O, O, K, K],
-                                 copies_out_landed=[0, 0, 0, 2])
-    x = torch.randn(256, 64, requires_grad=True)
-    loss = planned._run(runner, (x,), {}).sum()
-    moved = engine.stats().bytes_to_host - before
-    loss.backward()
-    assert moved >= 2 << 20  # each block saves 1 MiB or more
-    assert seen[1] - before == moved
-    # The forward says how long it waited (2 MiB at 0.2 GB/s: 10 ms, of
-    # which the blocks hide a little).
-    assert runner.copy_wait_ns > 3_000_000
+    # The forward says how long it waited (2 MiB at 20 MB/s: 100 ms, of
+    # which the blocks hide a little). A loaded machine can hold this
+    # thread off the CPU long enough to hide the wait: one of three tries
+    # must see it.
+    waited_ns = 0
+    for _ in range(3):
+        seen.clear()
+        before = engine.stats().bytes_to_host
+        runner = remat.torch._Runner(planned, [O, O, K, K],
+                                     copies_out_landed=[0, 0, 0, 2])
+        x = torch.randn(256, 64, requires_grad=True)
+        loss = planned._run(runner, (x,), {}).sum()
+        moved = engine.stats().bytes_to_host - before
+        loss.backward()
+        assert moved >= 2 << 20  # each block saves 1 MiB or more
+        assert seen[1] - before == moved
+        waited_ns = max(waited_ns, runner.copy_wait_ns)
+        if waited_ns > 50_000_000:
+            break
+    assert waited_ns > 50_000_000
