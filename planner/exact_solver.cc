@@ -1550,7 +1550,6 @@ class OffloadSearch {
       reach_[p] = std::max(need_[p], reach_[p + 1] - most);
     }
     Relax();
-    forward_ns_ = blocks_[n_ - 1].now;
     Rank(items_, &rank_of_, &by_rank_);
   }
 
@@ -1625,6 +1624,7 @@ class OffloadSearch {
     for (const OffloadState& x : front) by_need.push_back({ahead_[k] - x.sigma, &x});
     std::sort(by_need.begin(), by_need.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
+    const double forward_ns = blocks_[n_ - 1].now;  // when forward ends
     auto least = [&](const std::vector<Item>& all, double price) {
       std::vector<Item> left, by_rank;
       for (const Item& it : all) {
@@ -1646,7 +1646,7 @@ class OffloadSearch {
         }
         const double from = std::max(Drained(*x), blocks_[k].now);
         bound = std::min(bound, x->cost + static_cast<double>(rest) -
-                                    price * std::max(0.0, forward_ns_ - from));
+                                    price * std::max(0.0, forward_ns - from));
       }
       return bound;
     };
@@ -2191,7 +2191,6 @@ class OffloadSearch {
   std::vector<int64_t> need_, ahead_, reach_;
   std::vector<Item> items_, by_rank_;
   std::vector<int> rank_of_;
-  double forward_ns_ = 0;  // when forward ends
   std::vector<OffloadNode> arena_;
   std::vector<OffloadState> children_;
   std::vector<std::pair<double, OffloadState>> bounded_;  // KeepLeastBound's
