@@ -8,16 +8,23 @@
 //    "budget_bytes":..,"steps":..,"median_round_throughput_vs_none":..,
 //    "round_throughput_vs_none":[..],"round_spread":[min,max],
 //    "steps_over_budget":..,"max_peak_bytes":..,"max_peak_of_budget":..,
-//    "recomputed_blocks_per_step":..,"offloaded_blocks_per_step":..}
+//    "recomputed_blocks_per_step":..,"offloaded_blocks_per_step":..,
+//    "steps_plan_differs_from_exact":..,
+//    "median_step_time_vs_exact_where_plans_differ":..}
 //
-// after a "budget_sweep_model" line per model with the two peaks the
-// budgets are read against (no_checkpoint_peak_bytes, and
+// (the last two: over the steps where the strategy's plan was not exact's,
+// the median of its step time over exact's on the same batch, null where
+// none differ; above 1, exact was faster there), after a
+// "budget_sweep_model" line per model with the two peaks the budgets are
+// read against (no_checkpoint_peak_bytes, and
 // recompute_all_peak_bytes: every block recomputed, at the largest input),
 // then one "budget_sweep_check" line per model that reads the sweep as
 // remat's acceptance does (exact against every other strategy that stays
 // within budget, at each budget where `all` fits, beside the range of
 // exact against exact_recompute where the two ran the same plans: the
-// run's noise), and an SVG per model
+// run's noise; and step by step, the least of the medians above among the
+// strategies that recompute and fit, beside the spread of that ratio on
+// the steps where the plans were the same), and an SVG per model
 // (--svg-dir/budget_sweep_<model>.svg): throughput against budget, one
 // line per strategy, points over budget crossed.
 //
@@ -86,6 +93,22 @@ struct Point {  // one strategy at one budget
   std::vector<StepRecord> records;
 };
 
+// Per step k where the two ran different plans (`differ`), or the same
+// plan (!differ): y's step time over x's. Both ran batch k back to back,
+// so drift cancels from the ratio, and a plan that differs on a few steps
+// of many shows there rather than within the rounds' noise.
+std::vector<double> StepRatios(const std::vector<StepRecord>& x,
+                               const std::vector<StepRecord>& y,
+                               bool differ) {
+  std::vector<double> ratios;
+  for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
+    if ((x[k].actions != y[k].actions) == differ && x[k].step_ms > 0) {
+      ratios.push_back(y[k].step_ms / x[k].step_ms);
+    }
+  }
+  return ratios;
+}
+
 // Sum of step times per round.
 std::vector<double> RoundMs(const std::vector<StepRecord>& records,
                             int rounds) {
@@ -97,7 +120,8 @@ std::vector<double> RoundMs(const std::vector<StepRecord>& records,
 }
 
 void SweepModel(const std::string& model,
-                const std::vector<std::string>& strategies, int warmup,
+                const std::vector<std::string>& strategies,
+                const std::vector<double>& fractions, int warmup,
                 int steps, int steps_below_safe, int rounds,
                 const std::string& svg_dir, bool verbose) {
   TrainerOptions options = SweepOptions(model);
@@ -127,8 +151,6 @@ void SweepModel(const std::string& model,
                                       {"recompute_all_peak_bytes", safe_peak}})
                           .dump()
                           .c_str());
-  std::vector<double> fractions;
-  for (int i = 2; i <= 10; ++i) fractions.push_back(i / 10.0);
   const auto budget_at = [&](size_t b) {
     return static_cast<int64_t>(fractions[b] * full_peak);
   };
@@ -188,9 +210,14 @@ void SweepModel(const std::string& model,
   }
   processes.clear();
 
-  const size_t none = static_cast<size_t>(
-      std::find(strategies.begin(), strategies.end(), "none") -
-      strategies.begin());
+  const auto at = [&](const std::string& s) {
+    return static_cast<size_t>(
+        std::find(strategies.begin(), strategies.end(), s) -
+        strategies.begin());
+  };
+  const size_t none = at("none"), exact = at("exact"), all = at("all"),
+               recompute_only = at("exact_recompute");
+  const bool has_exact = exact < strategies.size();
   Panel throughput{"throughput relative to none (median over rounds; x: over "
                    "budget)", {}, {}, "budget (fraction of the no-checkpoint "
                    "peak at the largest input)", {}};
@@ -250,6 +277,14 @@ void SweepModel(const std::string& model,
           {"offloaded_blocks_per_step",
            static_cast<double>(offload) / records.size()},
       };
+      if (has_exact && i != exact) {
+        const std::vector<double> differ =
+            StepRatios(points[b][exact].records, records, true);
+        line["steps_plan_differs_from_exact"] = differ.size();
+        line["median_step_time_vs_exact_where_plans_differ"] =
+            differ.empty() ? nlohmann::json(nullptr)
+                           : nlohmann::json(Percentile(differ, 0.5));
+      }
       std::printf("%s\n", line.dump().c_str());
     }
     std::fflush(stdout);
@@ -271,16 +306,15 @@ void SweepModel(const std::string& model,
   // also fits, against none where none fits, and its largest peak where
   // it recomputes. Beside it the run's noise floor: exact_recompute is
   // exact without a copy engine, so where exact offloads nothing and both
-  // recompute as many blocks on every step they run the same plans, and
-  // their ratio's range over those budgets is what this run cannot tell
-  // apart from 1.
-  const auto at = [&](const std::string& s) {
-    return static_cast<size_t>(
-        std::find(strategies.begin(), strategies.end(), s) -
-        strategies.begin());
-  };
-  const size_t exact = at("exact"), all = at("all"),
-               recompute_only = at("exact_recompute");
+  // recompute as many blocks on every step they run plans of the same
+  // cost (the blocks may differ where layers are alike), and their
+  // ratio's range over those budgets is what this run cannot tell apart
+  // from 1. Then the same question step by step: against each other
+  // strategy that recomputes and fits, over the steps where its plan
+  // differs from exact's, the median of its step time over exact's (above
+  // 1: exact is ahead), the least of those medians, and the 10th and 90th
+  // percentiles of that ratio over every step where the plans were the
+  // same (what one step's ratio cannot tell apart from 1).
   const auto same_plans = [&](size_t b) {
     const std::vector<StepRecord>& x = points[b][exact].records;
     const std::vector<StepRecord>& y = points[b][recompute_only].records;
@@ -292,14 +326,35 @@ void SweepModel(const std::string& model,
     }
     return true;
   };
-  if (exact < strategies.size() && all < strategies.size()) {
+  if (has_exact && all < strategies.size()) {
     int exact_over = 0;
     double worst_vs_others = 1e9, worst_vs_none = 1e9, least_peak = 1e9;
     std::string worst_other;
     double same_plan_lo = 1e9, same_plan_hi = 0;
+    double least_step_lead = 1e9;
+    std::string least_step_lead_at;
+    std::vector<double> same_plan_steps;
     for (size_t b = 0; b < fractions.size(); ++b) {
       if (!fits[b][all]) continue;
       exact_over += !fits[b][exact];
+      for (size_t i = 0; i < strategies.size(); ++i) {
+        if (i == exact || !fits[b][i] || recomputed[b][i] == 0) continue;
+        const std::vector<StepRecord>& x = points[b][exact].records;
+        const std::vector<StepRecord>& y = points[b][i].records;
+        const std::vector<double> same = StepRatios(x, y, false);
+        same_plan_steps.insert(same_plan_steps.end(), same.begin(),
+                               same.end());
+        const std::vector<double> differ = StepRatios(x, y, true);
+        if (differ.empty()) continue;
+        const double lead = Percentile(differ, 0.5);
+        if (lead < least_step_lead) {
+          least_step_lead = lead;
+          char where[96];
+          std::snprintf(where, sizeof where, "%s at %.1f (%zu steps)",
+                        strategies[i].c_str(), fractions[b], differ.size());
+          least_step_lead_at = where;
+        }
+      }
       if (recompute_only < strategies.size() && same_plans(b) &&
           median[b][recompute_only] > 0) {
         const double r = median[b][exact] / median[b][recompute_only];
@@ -333,6 +388,16 @@ void SweepModel(const std::string& model,
         {"exact_vs_exact_recompute_range_where_plans_match",
          same_plan_hi > 0 ? nlohmann::json{same_plan_lo, same_plan_hi}
                           : nlohmann::json(nullptr)},
+        {"others_step_time_vs_exact_where_plans_differ_min",
+         least_step_lead_at.empty() ? nlohmann::json(nullptr)
+                                    : nlohmann::json(least_step_lead)},
+        {"others_step_time_vs_exact_where_plans_differ_min_at",
+         least_step_lead_at},
+        {"step_time_vs_exact_where_plans_match_p10_p90",
+         same_plan_steps.empty()
+             ? nlohmann::json(nullptr)
+             : nlohmann::json{Percentile(same_plan_steps, 0.1),
+                              Percentile(same_plan_steps, 0.9)}},
     };
     std::printf("%s\n", check.dump().c_str());
     std::fflush(stdout);
@@ -362,6 +427,8 @@ int main(int argc, char** argv) {
   RunQuietly(argv);
   std::vector<std::string> models = DemoModelNames();
   std::vector<std::string> strategies = StrategyNames();
+  std::vector<double> fractions;
+  for (int i = 2; i <= 10; ++i) fractions.push_back(i / 10.0);
   int warmup = 20, steps = 180, steps_below_safe = 12, rounds = 5;
   std::string svg_dir = "bench";
   bool verbose = false;
@@ -375,6 +442,12 @@ int main(int argc, char** argv) {
                  "strategies (none and all are always run)")
       ->delimiter(',')
       ->check(CLI::IsMember(StrategyNames()))
+      ->capture_default_str();
+  app.add_option("--budgets", fractions,
+                 "budgets, as fractions of the no-checkpoint peak at the "
+                 "largest input")
+      ->delimiter(',')
+      ->check(CLI::Range(0.01, 10.0))
       ->capture_default_str();
   app.add_option("--warmup", warmup,
                  "steps at the full budget before the sweep, not measured")
@@ -400,8 +473,8 @@ int main(int argc, char** argv) {
     }
   }
   for (const std::string& model : models) {
-    SweepModel(model, strategies, warmup, steps, steps_below_safe, rounds,
-               svg_dir, verbose);
+    SweepModel(model, strategies, fractions, warmup, steps,
+               steps_below_safe, rounds, svg_dir, verbose);
   }
   return 0;
 }

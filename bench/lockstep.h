@@ -98,7 +98,7 @@ double Percentile(std::vector<double> v, double q);
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, batch, seq, height,
                                    width, plan, collect, recomputed_blocks,
                                    offloaded_blocks, checkpoints_sent, blocks,
-                                   predicted_peak_bytes, measured_peak_bytes,
+                                   actions, predicted_peak_bytes, measured_peak_bytes,
                                    budget_bytes, step_ms, plan_ms, loss)
 
 }  // namespace remat

@@ -178,6 +178,7 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
     r.recomputed_blocks += Recomputes(a);
     r.offloaded_blocks += a == Action::kOffload;
     r.checkpoints_sent += SendsCheckpoint(choice.actions, i);
+    r.actions += "KROS"[static_cast<int>(a)];
   }
   r.predicted_peak_bytes = choice.predicted_peak_bytes;
   r.measured_peak_bytes = step->measured_peak_bytes().value_or(0);

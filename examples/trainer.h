@@ -73,6 +73,9 @@ struct StepRecord {
   // in recomputed_blocks too).
   int checkpoints_sent = 0;
   int blocks = 0;
+  // The plan, a letter per block from the first: K keep, R recompute,
+  // O offload, S recompute and send the checkpoint to host.
+  std::string actions;
   int64_t predicted_peak_bytes = 0;  // 0 when the plan has no prediction
   int64_t measured_peak_bytes = 0;
   int64_t budget_bytes = 0;
