@@ -843,6 +843,44 @@ TEST_CASE("with a busy link, a stopped search bounds its gap within two blocks")
   CHECK(close >= stopped * 9 / 10);
 }
 
+TEST_CASE("with a busy link, states that land no more than a cheaper one go") {
+  // Transformer-like chains of 34 blocks with noisy sizes and times, at
+  // budgets that need most blocks recomputed or sent, on a link slower
+  // than the forward: copies queue, and states that differ in which
+  // blocks they sent rarely share a queue. A state is dropped when a
+  // cheaper one kept, free no later, has at least its saving at every
+  // block start from the next on (its copies counted until they land).
+  // Compared with only the 16 cheapest states kept, and at every moment
+  // a copy lands rather than at block starts, the search examined 2.6
+  // times as many states on these chains (1.84 million; the hardest 565
+  // thousand, 4.3 times as many).
+  std::mt19937_64 rng(31);
+  std::normal_distribution<double> size_noise(1.0, 0.01), time_noise(1.0, 0.02);
+  auto bytes = [&](double v) { return static_cast<int64_t>(v * size_noise(rng)); };
+  auto ns = [&](double v) { return static_cast<int64_t>(v * time_noise(rng)); };
+  int64_t states = 0, most = 0;
+  for (int iter = 0; iter < 30; ++iter) {
+    const double batch = 4 + static_cast<double>(rng() % 29);
+    const double seq = 64 + static_cast<double>(rng() % 449);
+    PlanProblem p = TransformerLikeChain(16, batch, seq, bytes, ns);
+    p.d2h_bytes_per_s = p.h2d_bytes_per_s = 64e9;
+    std::vector<Action> all(p.blocks.size(), Action::kRecompute);
+    all.front() = all.back() = Action::kKeep;
+    const int64_t lo = PredictedPeakBytes(p, all), hi = KeepAllPeak(p);
+    p.budget_bytes =
+        lo + static_cast<int64_t>(static_cast<double>(rng() % 450) / 1000 *
+                                  static_cast<double>(hi - lo));
+    internal::ExactStats st;
+    internal::SolveExact(p, &st);
+    REQUIRE_FALSE(st.stopped_at_limit);
+    states += st.nodes;
+    most = std::max(most, st.nodes);
+  }
+  INFO("states " << states << ", the most on one chain " << most);
+  CHECK(states < 1000000);
+  CHECK(most < 250000);
+}
+
 TEST_CASE("the work limit returns the best plan found, flagged, never over") {
   std::mt19937_64 rng(4242);
   int stopped = 0;
