@@ -843,7 +843,7 @@ TEST_CASE("with a busy link, a stopped search bounds its gap within two blocks")
   CHECK(close >= stopped * 9 / 10);
 }
 
-TEST_CASE("with a busy link, states that land no more than a cheaper one go") {
+TEST_CASE("busy link: a state saving no more than a cheaper one at each start goes") {
   // Transformer-like chains of 34 blocks with noisy sizes and times, at
   // budgets that need most blocks recomputed or sent, on a link slower
   // than the forward: copies queue, and states that differ in which
