@@ -1992,7 +1992,7 @@ class OffloadSearch {
       // later moment, landing time or wait: the state is keyed, and its
       // saving guaranteed, from then on. Its next copy starts no earlier
       // than the next block's end.
-      keyed_.push_back({KeyOf(c, x.now), c, c.sigma - InFlight(c, x.now, nullptr),
+      keyed_.push_back({KeyOf(c, x.now), c, c.sigma - in_flight,
                         std::max(blocks_[k + 1].now, Drained(c))});
     }
     // Within a group: more saving first; keep a state only if it is
