@@ -1554,7 +1554,6 @@ class OffloadSearch {
       ahead_[p] = std::max(ahead_[p + 1], need_[p]);
       reach_[p] = std::max(need_[p], reach_[p + 1] - most);
     }
-    for (const OffloadBlock& x : blocks_) starts_.push_back(x.start);
     Relax();
     Rank(items_, &rank_of_, &by_rank_);
   }
@@ -2203,9 +2202,11 @@ class OffloadSearch {
       double landed = std::numeric_limits<double>::infinity();
       if (ix < px.size()) landed = px[ix].first;
       if (iy < py.size()) landed = std::min(landed, py[iy].first);
-      const auto it = std::lower_bound(starts_.begin(), starts_.end(), landed);
-      if (it == starts_.end()) return true;
-      t = *it;
+      const auto it = std::lower_bound(
+          blocks_.begin(), blocks_.end(), landed,
+          [](const OffloadBlock& b, double time) { return b.start < time; });
+      if (it == blocks_.end()) return true;
+      t = it->start;
     }
   }
 
@@ -2224,7 +2225,6 @@ class OffloadSearch {
   const std::chrono::steady_clock::time_point start_;
   ExactStats* st_;
   std::vector<OffloadBlock> blocks_;
-  std::vector<double> starts_;  // when each block's forward starts
   std::vector<int64_t> need_, ahead_, reach_;
   std::vector<Item> items_, by_rank_;
   std::vector<int> rank_of_;
