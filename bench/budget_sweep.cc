@@ -28,15 +28,16 @@
 // (--svg-dir/budget_sweep_<model>.svg): throughput against budget, one
 // line per strategy, points over budget crossed.
 //
-// Measurement (bench/lockstep.h): per model, one process per strategy,
-// alive for the whole sweep, driven in lockstep. Each first trains
-// --warmup steps at the full budget, not measured, in which the dynamic
-// strategies collect (as a long run would have by then); then, for each
-// budget, the same --steps batches (--steps-below-safe at budgets below
+// Measurement (bench/lockstep.h): per model, --rounds rounds, each a
+// replicate of the whole sweep on fresh processes, one per strategy, all
+// alive for the round and driven in lockstep. Each first trains --warmup
+// steps at the full budget, not measured, in which the dynamic strategies
+// collect (as a long run would have by then); then, for each budget, its
+// share of the same --steps batches (--steps-below-safe at budgets below
 // the peak of recomputing every block at the largest input, where every
 // planned strategy runs that plan), batch k on every strategy in an order
-// that rotates with k, split into --rounds rounds whose ratios to `none`
-// give the median and the spread. The models are sized (below) so that
+// that rotates with k. The rounds' ratios to `none` give the median and
+// the spread. The models are sized (below) so that
 // the whole sweep of all three takes minutes on a 2-core machine; the host
 // link is emulated at an H200's bytes per FLOP (bench:e2e says how).
 #include <algorithm>
@@ -109,12 +110,18 @@ std::vector<double> StepRatios(const std::vector<StepRecord>& x,
   return ratios;
 }
 
+// The round that runs step k of a budget's n.
+int RoundOf(int k, int n, int rounds) {
+  return static_cast<int>(static_cast<int64_t>(k) * rounds / n);
+}
+
 // Sum of step times per round.
 std::vector<double> RoundMs(const std::vector<StepRecord>& records,
                             int rounds) {
   std::vector<double> ms(rounds, 0);
-  for (size_t k = 0; k < records.size(); ++k) {
-    ms[k * rounds / records.size()] += records[k].step_ms;
+  const int n = static_cast<int>(records.size());
+  for (int k = 0; k < n; ++k) {
+    ms[RoundOf(k, n, rounds)] += records[k].step_ms;
   }
   return ms;
 }
@@ -159,25 +166,39 @@ void SweepModel(const std::string& model,
                                      : std::min(steps, steps_below_safe);
   };
 
-  std::vector<std::unique_ptr<StepProcess>> processes;
-  std::vector<int> parent_fds;
-  for (const std::string& name : strategies) {
-    processes.push_back(std::make_unique<StepProcess>(
-        [&, name]() -> StepProcess::StepFn {
-          std::shared_ptr<Planner> planner = MakeStrategyPlanner(name);
-          auto trainer = std::make_shared<Trainer>(
-              StrategyOptions(options, name), planner.get());
-          return [trainer, planner, &shapes](const std::string& request) {
-            size_t k = 0;
-            int64_t budget = 0;
-            std::sscanf(request.c_str(), "%zu %ld", &k, &budget);
-            return nlohmann::json(trainer->Step(shapes.at(k), budget)).dump();
-          };
-        },
-        parent_fds));
-    for (int fd : processes.back()->fds()) parent_fds.push_back(fd);
-  }
-  auto run = [&](size_t k, int64_t budget, size_t turn) {
+  // Round r runs the steps k of each budget with RoundOf(k, n, rounds) ==
+  // r, on a set of processes of its own: each round replicates the whole
+  // sweep, warm-up included. A process keeps for its life what it drew at
+  // start (where its memory landed, and so its caches' conflicts): on this
+  // machine that made one strategy's steps 1..2% faster or slower than
+  // another's running the same plan on the same batches, for a whole
+  // sweep. Fresh processes per round turn that into noise the median over
+  // rounds outvotes.
+  const auto start_processes = [&] {
+    std::vector<std::unique_ptr<StepProcess>> processes;
+    std::vector<int> parent_fds;
+    for (const std::string& name : strategies) {
+      processes.push_back(std::make_unique<StepProcess>(
+          [&, name]() -> StepProcess::StepFn {
+            std::shared_ptr<Planner> planner = MakeStrategyPlanner(name);
+            auto trainer = std::make_shared<Trainer>(
+                StrategyOptions(options, name), planner.get());
+            return [trainer, planner, &shapes](const std::string& request) {
+              size_t k = 0;
+              int64_t budget = 0;
+              std::sscanf(request.c_str(), "%zu %ld", &k, &budget);
+              return nlohmann::json(trainer->Step(shapes.at(k), budget))
+                  .dump();
+            };
+          },
+          parent_fds));
+      for (int fd : processes.back()->fds()) parent_fds.push_back(fd);
+    }
+    return processes;
+  };
+  size_t turn = 0;
+  const auto run = [&](std::vector<std::unique_ptr<StepProcess>>& processes,
+                       size_t k, int64_t budget) {
     std::vector<StepRecord> out(processes.size());
     for (size_t j = 0; j < processes.size(); ++j) {
       const size_t i = (j + turn) % processes.size();
@@ -186,29 +207,34 @@ void SweepModel(const std::string& model,
                                       std::to_string(budget)))
                    .get<StepRecord>();
     }
+    ++turn;
     return out;
   };
-  size_t turn = 0;
-  for (int k = 0; k < warmup; ++k) run(k, full_peak, turn++);
-  // points[budget][strategy]
+  // points[budget][strategy], each budget's records in step order.
   std::vector<std::vector<Point>> points(
       fractions.size(), std::vector<Point>(strategies.size()));
-  for (size_t b = 0; b < fractions.size(); ++b) {
-    const int64_t budget = budget_at(b);
-    for (int k = 0; k < steps_at(b); ++k) {
-      const std::vector<StepRecord> step = run(warmup + k, budget, turn++);
-      for (size_t i = 0; i < step.size(); ++i) {
-        points[b][i].records.push_back(step[i]);
-        if (verbose) {
-          nlohmann::json j = step[i];
-          j["strategy"] = strategies[i];
-          j["budget_fraction"] = fractions[b];
-          std::fprintf(stderr, "%s\n", j.dump().c_str());
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::unique_ptr<StepProcess>> processes = start_processes();
+    for (int k = 0; k < warmup; ++k) run(processes, k, full_peak);
+    for (size_t b = 0; b < fractions.size(); ++b) {
+      const int n = steps_at(b);
+      for (int k = 0; k < n; ++k) {
+        if (RoundOf(k, n, rounds) != round) continue;
+        const std::vector<StepRecord> step =
+            run(processes, warmup + k, budget_at(b));
+        for (size_t i = 0; i < step.size(); ++i) {
+          points[b][i].records.push_back(step[i]);
+          if (verbose) {
+            nlohmann::json j = step[i];
+            j["strategy"] = strategies[i];
+            j["budget_fraction"] = fractions[b];
+            j["round"] = round;
+            std::fprintf(stderr, "%s\n", j.dump().c_str());
+          }
         }
       }
     }
   }
-  processes.clear();
 
   const auto at = [&](const std::string& s) {
     return static_cast<size_t>(

@@ -49,6 +49,16 @@ done
 # letter per block.
 steps=$(grep -c '"actions":"[KROS]\+"' "$dir/steps.json")
 [ "$steps" -eq 32 ] || fail "$steps step lines with a plan, want 32"
+# Each round runs on processes of its own: a trainer counts the steps it
+# ran, so none has run more than its warm-up (6) and one round's share of
+# both budgets (2 + 2) by its last step; a process alive for the whole
+# sweep would reach 14.
+last=$(grep -o '"step":[0-9]*' "$dir/steps.json" | cut -d: -f2 | sort -n | tail -1)
+[ "$last" = 10 ] || fail "a trainer reached step $last, want 10 (fresh processes per round)"
+for r in 0 1; do
+  [ "$(grep -c "\"round\":$r[,}]" "$dir/steps.json")" -eq 16 ] ||
+    fail "round $r did not run 16 steps (4 strategies, 2 budgets, 2 steps)"
+done
 [ -s "$dir/budget_sweep_cnn.svg" ] || fail "no chart"
 
 echo "$failures failures"
