@@ -20,7 +20,8 @@
 // recompute_all_peak_bytes: every block recomputed, at the largest input),
 // then one "budget_sweep_check" line per model that reads the sweep as
 // remat's acceptance does (exact against every other strategy that stays
-// within budget, at each budget where `all` fits, beside the range of
+// within budget, at each budget where `all` fits (at or above
+// recompute_all_peak_bytes, with no step over budget), beside the range of
 // exact against exact_recompute where the two ran the same plans: the
 // run's noise; and step by step, the least of the medians above among the
 // strategies that recompute and fit, beside the spread of that ratio on
@@ -327,7 +328,8 @@ void SweepModel(const std::string& model,
     peaks.series.push_back(std::move(p));
   }
 
-  // The acceptance's reading, at each budget where `all` fits: exact
+  // The acceptance's reading, at each budget where `all` fits (at the
+  // largest input, and on every step): exact
   // within budget, its throughput against the best other strategy that
   // also fits, against none where none fits, and its largest peak where
   // it recomputes. Beside it the run's noise floor: exact_recompute is
@@ -361,7 +363,10 @@ void SweepModel(const std::string& model,
     std::string least_step_lead_at;
     std::vector<double> same_plan_steps;
     for (size_t b = 0; b < fractions.size(); ++b) {
-      if (!fits[b][all]) continue;
+      // Where recomputing every block fits the largest input, and did:
+      // below that `all` fits only the batches that were drawn, and those
+      // points run --steps-below-safe steps, too few to compare speeds.
+      if (budget_at(b) < safe_peak || !fits[b][all]) continue;
       exact_over += !fits[b][exact];
       for (size_t i = 0; i < strategies.size(); ++i) {
         if (i == exact || !fits[b][i] || recomputed[b][i] == 0) continue;

@@ -530,30 +530,25 @@ class FittedEstimator final : public Estimator {
     }
     absl::StatusOr<Prediction> p = Predict(features);
     if (!p.ok()) return p.status();
-    PlanProblem point;
-    PlanProblem upper;
-    point.base_bytes = RoundBytes(p->base_bytes.value);
-    upper.base_bytes = CeilBytes(p->base_bytes.upper);
+    // The upper bound is the problem the solvers plan against, without
+    // calibration; the point prediction the same on point values. Both
+    // have the link the plans were made with: an offloaded block's bytes
+    // leave.
+    Prediction uncalibrated = *std::move(p);
+    uncalibrated.calibration_bytes = 0;
+    const PlanProblem upper = MakePlanProblem(model_, uncalibrated, 0, 0);
+    PlanProblem point = upper;
+    point.base_bytes = RoundBytes(uncalibrated.base_bytes.value);
     for (size_t b = 0; b < model_.blocks.size(); ++b) {
-      const BlockEstimate& e = p->blocks[b];
-      point.blocks.push_back(
-          {model_.blocks[b].name, RoundBytes(e.act_bytes.value),
-           RoundBytes(e.input_bytes.value), RoundBytes(e.forward_ns.value),
-           model_.blocks[b].checkpointable});
-      upper.blocks.push_back(
-          {model_.blocks[b].name, CeilBytes(e.act_bytes.upper),
-           CeilBytes(e.input_bytes.upper), CeilBytes(e.forward_ns.upper),
-           model_.blocks[b].checkpointable});
+      const BlockEstimate& e = uncalibrated.blocks[b];
+      point.blocks[b].act_bytes = RoundBytes(e.act_bytes.value);
+      point.blocks[b].input_bytes = RoundBytes(e.input_bytes.value);
       for (const OptionalQuantity& q : kOptionalQuantities) {
         if (const auto& o = e.*q.estimate) {
-          point.blocks.back().*q.cost = RoundBytes(o->value);
-          upper.blocks.back().*q.cost = CeilBytes(o->upper);
+          point.blocks[b].*q.cost = RoundBytes(o->value);
         }
       }
     }
-    // The link the plans were made with: an offloaded block's bytes leave.
-    point.d2h_bytes_per_s = upper.d2h_bytes_per_s = p->d2h_bytes_per_s;
-    point.h2d_bytes_per_s = upper.h2d_bytes_per_s = p->h2d_bytes_per_s;
     Estimate out;
     out.value = static_cast<double>(PredictedPeakBytes(point, actions));
     out.upper = static_cast<double>(PredictedPeakBytes(upper, actions));
@@ -956,7 +951,13 @@ PlanProblem MakePlanProblem(const ModelSpec& model,
       const BlockEstimate& e = prediction.blocks[b];
       cost.act_bytes = CeilBytes(e.act_bytes.upper);
       cost.input_bytes = CeilBytes(e.input_bytes.upper);
-      cost.forward_ns = CeilBytes(e.forward_ns.upper);
+      // Time on the point prediction: a plan's cost is what the step is
+      // expected to take. An upper bound inflates each block by its own
+      // fit's worst miss (a noisier block's more), which skews the
+      // choice between blocks without making any plan safer: memory
+      // alone decides what fits, and where copies must land the runtime
+      // waits for them (Plan::copies_out_landed) whatever the clock says.
+      cost.forward_ns = RoundBytes(e.forward_ns.value);
       for (const OptionalQuantity& q : kOptionalQuantities) {
         if (const auto& o = e.*q.estimate) cost.*q.cost = CeilBytes(o->upper);
       }

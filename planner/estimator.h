@@ -176,8 +176,10 @@ absl::StatusOr<std::unique_ptr<Estimator>> NewRematEstimator(
 absl::StatusOr<std::unique_ptr<Estimator>> NewMimoseEstimator(
     const ModelSpec& model, const EstimatorOptions& options = {});
 
-// The problem a solver plans against for one batch: per-block upper bounds,
-// base upper bound plus calibration_bytes.
+// The problem a solver plans against for one batch: per-block upper bounds
+// of the bytes, point predictions of the time (a plan's cost is the time
+// the step is expected to take), the base's upper bound plus
+// calibration_bytes.
 PlanProblem MakePlanProblem(const ModelSpec& model, const Prediction& prediction,
                             int64_t budget_bytes, int64_t margin_bytes);
 

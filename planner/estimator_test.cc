@@ -541,7 +541,8 @@ TEST_CASE("transfer bytes are fitted where every sample measured them") {
   CHECK(problem.blocks[2].workspace_bytes == kUnknown);
 }
 
-TEST_CASE("MakePlanProblem plans against rounded-up bounds") {
+TEST_CASE("MakePlanProblem plans memory against rounded-up bounds, time "
+          "against point predictions") {
   auto est = Fitted(Grid());
   auto p = est->Predict({5, 300});
   REQUIRE(p.ok());
@@ -555,7 +556,8 @@ TEST_CASE("MakePlanProblem plans against rounded-up bounds") {
     CHECK(problem.blocks[i].act_bytes ==
           static_cast<int64_t>(std::ceil(p->blocks[i].act_bytes.upper)));
     CHECK(problem.blocks[i].forward_ns ==
-          static_cast<int64_t>(std::ceil(p->blocks[i].forward_ns.upper)));
+          std::llround(p->blocks[i].forward_ns.value));
+    CHECK(p->blocks[i].forward_ns.value < p->blocks[i].forward_ns.upper);
   }
   CHECK(problem.blocks[0].checkpointable);
   CHECK_FALSE(problem.blocks[2].checkpointable);
