@@ -169,12 +169,12 @@ void SweepModel(const std::string& model,
 
   // Round r runs the steps k of each budget with RoundOf(k, n, rounds) ==
   // r, on a set of processes of its own: each round replicates the whole
-  // sweep, warm-up included. A process keeps for its life what it drew at
-  // start (where its memory landed, and so its caches' conflicts): on this
-  // machine that made one strategy's steps 1..2% faster or slower than
-  // another's running the same plan on the same batches, for a whole
-  // sweep. Fresh processes per round turn that into noise the median over
-  // rounds outvotes.
+  // sweep, warm-up included. A process keeps for its life a speed of its
+  // own (most likely from where its memory landed, and so its caches'
+  // conflicts): on this machine that made one strategy's steps 1..2%
+  // faster or slower than another's running the same plan on the same
+  // batches, for a whole sweep. Fresh processes per round turn that into
+  // noise the median over rounds outvotes.
   const auto start_processes = [&] {
     std::vector<std::unique_ptr<StepProcess>> processes;
     std::vector<int> parent_fds;
