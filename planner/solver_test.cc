@@ -714,6 +714,35 @@ PlanProblem TransformerLikeChain(int layers, double batch, double seq,
   return p;
 }
 
+// Transformer-like chains with noisy sizes (1%) and times (2%) on a busy
+// 64 GB/s link, at budgets that need most blocks recomputed or sent: from
+// recomputing every block but the first and last up to `spread_permille`
+// thousandths of the way to keeping all. One stream of draws per seed.
+class BusyLinkChains {
+ public:
+  explicit BusyLinkChains(uint64_t seed) : rng_(seed) {}
+
+  PlanProblem Next(int layers, int spread_permille) {
+    auto bytes = [&](double v) { return static_cast<int64_t>(v * size_noise_(rng_)); };
+    auto ns = [&](double v) { return static_cast<int64_t>(v * time_noise_(rng_)); };
+    const double batch = 4 + static_cast<double>(rng_() % 29);
+    const double seq = 64 + static_cast<double>(rng_() % 449);
+    PlanProblem p = TransformerLikeChain(layers, batch, seq, bytes, ns);
+    p.d2h_bytes_per_s = p.h2d_bytes_per_s = 64e9;
+    std::vector<Action> all(p.blocks.size(), Action::kRecompute);
+    all.front() = all.back() = Action::kKeep;
+    const int64_t lo = PredictedPeakBytes(p, all), hi = KeepAllPeak(p);
+    p.budget_bytes =
+        lo + static_cast<int64_t>(static_cast<double>(rng_() % spread_permille) /
+                                  1000 * static_cast<double>(hi - lo));
+    return p;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> size_noise_{1.0, 0.01}, time_noise_{1.0, 0.02};
+};
+
 TEST_CASE("the bound over plan counts starts from the states the tail leaves") {
   // Transformer-like chains (hidden 1024, fp16): attention and MLP blocks
   // whose sizes differ by 1% and times by 2%, and a head. The last MLP's
@@ -807,22 +836,10 @@ TEST_CASE("with a busy link, a stopped search bounds its gap within two blocks")
   // blocks' cost on these chains. With one action per block and the copy
   // engine priced, the bound it reports is 0.6 to 1.5 blocks' cost below
   // the optimum.
-  std::mt19937_64 rng(77);
-  std::normal_distribution<double> size_noise(1.0, 0.01), time_noise(1.0, 0.02);
-  auto bytes = [&](double v) { return static_cast<int64_t>(v * size_noise(rng)); };
-  auto ns = [&](double v) { return static_cast<int64_t>(v * time_noise(rng)); };
+  BusyLinkChains chains(77);
   int stopped = 0, close = 0;
   for (int iter = 0; iter < 40; ++iter) {
-    const double batch = 4 + static_cast<double>(rng() % 29);
-    const double seq = 64 + static_cast<double>(rng() % 449);
-    PlanProblem p = TransformerLikeChain(11, batch, seq, bytes, ns);
-    p.d2h_bytes_per_s = p.h2d_bytes_per_s = 64e9;
-    std::vector<Action> all(p.blocks.size(), Action::kRecompute);
-    all.front() = all.back() = Action::kKeep;
-    const int64_t lo = PredictedPeakBytes(p, all), hi = KeepAllPeak(p);
-    p.budget_bytes =
-        lo + static_cast<int64_t>(static_cast<double>(rng() % 400) / 1000 *
-                                  static_cast<double>(hi - lo));
+    const PlanProblem p = chains.Next(11, 400);
     internal::ExactStats full;
     internal::SolveExact(p, &full);
     if (full.stopped_at_limit || full.infeasible || full.nodes < 4000) continue;
@@ -854,22 +871,10 @@ TEST_CASE("busy link: a state saving no more than a cheaper one at each start go
   // a copy lands rather than at block starts, the search examined 2.6
   // times as many states on these chains (1.84 million; the hardest 565
   // thousand, 4.3 times as many).
-  std::mt19937_64 rng(31);
-  std::normal_distribution<double> size_noise(1.0, 0.01), time_noise(1.0, 0.02);
-  auto bytes = [&](double v) { return static_cast<int64_t>(v * size_noise(rng)); };
-  auto ns = [&](double v) { return static_cast<int64_t>(v * time_noise(rng)); };
+  BusyLinkChains chains(31);
   int64_t states = 0, most = 0;
   for (int iter = 0; iter < 30; ++iter) {
-    const double batch = 4 + static_cast<double>(rng() % 29);
-    const double seq = 64 + static_cast<double>(rng() % 449);
-    PlanProblem p = TransformerLikeChain(16, batch, seq, bytes, ns);
-    p.d2h_bytes_per_s = p.h2d_bytes_per_s = 64e9;
-    std::vector<Action> all(p.blocks.size(), Action::kRecompute);
-    all.front() = all.back() = Action::kKeep;
-    const int64_t lo = PredictedPeakBytes(p, all), hi = KeepAllPeak(p);
-    p.budget_bytes =
-        lo + static_cast<int64_t>(static_cast<double>(rng() % 450) / 1000 *
-                                  static_cast<double>(hi - lo));
+    const PlanProblem p = chains.Next(16, 450);
     internal::ExactStats st;
     internal::SolveExact(p, &st);
     REQUIRE_FALSE(st.stopped_at_limit);
