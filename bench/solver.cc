@@ -55,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/chains.h"
 #include "planner/exact_solver.h"
 #include "planner/plan.h"
 #include "planner/plan_cache.h"
@@ -63,88 +64,6 @@ namespace remat {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A transformer-like chain of n blocks for a batch of `batch` sequences of
-// `seq` tokens (hidden 1024, 16 heads, fp16 activations): an embedding
-// block (not checkpointable), alternating attention and MLP blocks, and a
-// head. Forward times carry 2% independent noise (timing noise). Sizes:
-//   * kTransformer: identical within a block type, as the allocations of
-//     structurally identical layers are;
-//   * kJittered: 1% independent noise on every size too, as per-block
-//     estimator upper bounds may have: blocks of a type are near-identical
-//     but never equal, the hard case for a Pareto search.
-enum class Family { kTransformer, kJittered };
-
-const char* FamilyName(Family f) {
-  return f == Family::kTransformer ? "transformer" : "transformer_jittered";
-}
-
-PlanProblem TransformerChain(int n, int64_t batch, int64_t seq, Family family,
-                             std::mt19937_64& rng) {
-  std::normal_distribution<double> byte_noise(
-      1.0, family == Family::kJittered ? 0.01 : 0.0);
-  std::normal_distribution<double> time_noise(1.0, 0.02);
-  auto jitter = [&](double v) {
-    return static_cast<int64_t>(std::max(1.0, v * byte_noise(rng)));
-  };
-  auto jitter_ns = [&](double v) {
-    return static_cast<int64_t>(std::max(1.0, v * time_noise(rng)));
-  };
-  const double hidden = 1024, heads = 16, bytes = 2;
-  const double tokens = static_cast<double>(batch * seq);
-  const double x = tokens * hidden * bytes;  // one hidden state
-  const double attn_act =
-      6 * x + 2 * static_cast<double>(batch) * heads * seq * seq * bytes;
-  const double mlp_act = x + 3 * 4 * x;
-  const double attn_ns = 2.0e-3 * tokens * hidden * 4 +
-                         4.0e-3 * static_cast<double>(batch * seq * seq) * 64;
-  const double mlp_ns = 2.0e-3 * tokens * hidden * 8;
-  PlanProblem p;
-  p.base_bytes = 4LL << 30;  // weights, grads, optimizer state
-  for (int i = 0; i < n; ++i) {
-    BlockCost b;
-    if (i == 0) {
-      b = {"embed", jitter(x), jitter(tokens * 8), jitter_ns(mlp_ns / 8),
-           false};
-    } else if (i == n - 1 && n > 2) {
-      b = {"head", jitter(2 * x), jitter(x), jitter_ns(mlp_ns / 2), true};
-    } else if (i % 2 == 1) {
-      b = {"attn" + std::to_string(i / 2), jitter(attn_act), jitter(x),
-           jitter_ns(attn_ns), true};
-    } else {
-      b = {"mlp" + std::to_string(i / 2 - 1), jitter(mlp_act), jitter(x),
-           jitter_ns(mlp_ns), true};
-    }
-    p.blocks.push_back(b);
-  }
-  return p;
-}
-
-int64_t KeepAllPeak(const PlanProblem& p) {
-  return PredictedPeakBytes(
-      p, std::vector<Action>(p.blocks.size(), Action::kKeep));
-}
-
-// Smallest reachable peak (memory model v2, independently of the solvers):
-// recompute every checkpointable block but the last whose saving is
-// positive; that lowers every moment at once.
-int64_t MinReachablePeak(const PlanProblem& p) {
-  std::vector<Action> actions(p.blocks.size(), Action::kKeep);
-  for (size_t i = 0; i + 1 < p.blocks.size(); ++i) {
-    const BlockMemory m = MemoryOf(p, i);
-    if (p.blocks[i].checkpointable && m.keep_bytes > m.recompute_bytes) {
-      actions[i] = Action::kRecompute;
-    }
-  }
-  return PredictedPeakBytes(p, actions);
-}
-
-// Sets the budget at fraction u of the way from the smallest reachable peak
-// to the keep-everything peak.
-void SetBudget(PlanProblem* p, double u) {
-  const int64_t lo = MinReachablePeak(*p), hi = KeepAllPeak(*p);
-  p->budget_bytes = lo + static_cast<int64_t>(u * static_cast<double>(hi - lo));
-}
 
 // CPU time of this thread: unlike wall time, it does not count the time the
 // scheduler gives to other processes on a shared machine.
@@ -161,33 +80,16 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-// The host link of the offload runs: PCIe Gen5 x16, 64 GB/s each way, as
-// an H200 has.
-constexpr double kLinkBytesPerS = 64e9;
-
 // Chains longer than this are left out (--max-blocks).
 int g_max_blocks = 1000;
 
 void Latency(bool quick, Family family, bool offload) {
-  std::mt19937_64 rng(1);
-  for (int n : {12, 24, 48, 96, 200, 1000}) {
+  for (const LatencyChains& chains : MakeLatencyChains(family, offload, quick)) {
+    const int n = chains.blocks;
     if (n > g_max_blocks) break;
-    // Distinct instances (shape, noise, budget), each solved once per
-    // repetition, so p99 covers the hard budgets too.
     const bool slow = offload && n >= 96;
-    const int instances = quick || slow ? 20 : (n >= 1000 ? 100 : 200);
     const int reps = quick || slow ? 1 : (n >= 1000 ? 3 : 5);
-    std::vector<PlanProblem> problems;
-    for (int i = 0; i < instances; ++i) {
-      const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
-      const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
-      PlanProblem p = TransformerChain(n, batch, seq, family, rng);
-      // With a link, budgets also below what recomputing alone reaches.
-      SetBudget(&p, std::uniform_real_distribution<double>(offload ? -0.1 : 0.02,
-                                                           0.98)(rng));
-      if (offload) p.d2h_bytes_per_s = p.h2d_bytes_per_s = kLinkBytesPerS;
-      problems.push_back(std::move(p));
-    }
+    const std::vector<PlanProblem>& problems = chains.problems;
     for (const std::string& name : SolverNames()) {
       auto solver = std::move(NewSolver(name).value());
       std::vector<double> us, cpu_us;
