@@ -17,15 +17,21 @@
 //           that both can be compared on the same queries.
 //
 // Calibration (both): ReportPeak records the shortfall of the measured peak
-// below the point prediction of the memory model (0 when the prediction was
-// high enough), as a fraction of the batch's keep-all footprint (base plus
-// every block's activations); the calibration fraction is the largest of
-// the last 64. A query's calibration_bytes is that fraction of its own
-// keep-all footprint: what the model misses (backward's transient buffers,
-// allocator slack) grows with the batch, so a long batch's shortfall does
-// not tax every short one, yet a too-low prediction makes the next ones
-// safer at once, and the correction decays only as later steps show it is no
-// longer needed.
+// above the point prediction of the memory model (0 when the prediction was
+// high enough) and the batch's keep-all footprint (base plus every block's
+// activations), for the last 64 peaks, each measured again on every new
+// fit. A query's calibration_bytes is the least value at its own footprint
+// of a line c0 + c1 * footprint (c0, c1 >= 0) on or above every one of
+// them, and past the largest footprint among them, that peak's shortfall in
+// proportion (CalibrationBytes). What the model misses has a part that
+// grows with the batch (backward's transient buffers, allocator slack) and
+// a fixed one (the engine's own): a long batch's shortfall does not tax
+// every short one in full, nor does a short batch's fixed miss grow in
+// proportion on every long one. (On the demo decoder the model misses
+// 0.05 MB at most lengths but 0.5 MB at 32 tokens, 4.3% of that batch's
+// footprint; taken as a fraction, that was 4.3% on every batch.) A
+// too-low prediction makes the next ones safer at once, and the correction
+// decays only as later steps show it is no longer needed.
 
 #include "planner/estimator.h"
 
@@ -282,9 +288,7 @@ class FittedEstimator final : public Estimator {
     p.base_bytes = Evaluate(base_model_, basis);
     p.d2h_bytes_per_s = d2h_bytes_per_s_;
     p.h2d_bytes_per_s = h2d_bytes_per_s_;
-    double footprint_bytes = p.base_bytes.value;
-    for (const BlockEstimate& b : p.blocks) footprint_bytes += b.act_bytes.value;
-    const double calibration = CalibrationBytes(footprint_bytes);
+    const double calibration = CalibrationBytes(Footprint(p));
     p.calibration_bytes =
         static_cast<int64_t>(std::min(calibration, kMaxCalibration));
 
@@ -344,20 +348,10 @@ class FittedEstimator final : public Estimator {
           "measured_peak_bytes",
           absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
     }
-    absl::StatusOr<Estimate> peak = UncalibratedPeak(features, actions);
-    if (!peak.ok()) return peak.status();
-    absl::StatusOr<double> footprint = FootprintBytes(features);
-    if (!footprint.ok()) return footprint.status();
-    const double shortfall =
-        static_cast<double>(measured_peak_bytes) - std::floor(peak->value);
-    recent_shortfall_fractions_.push_back(
-        shortfall > 0 ? shortfall / *footprint : 0);
-    while (recent_shortfall_fractions_.size() > kCalibrationWindow) {
-      recent_shortfall_fractions_.pop_front();
-    }
-    calibration_fraction_ =
-        *std::max_element(recent_shortfall_fractions_.begin(),
-                          recent_shortfall_fractions_.end());
+    ReportedPeak peak{features, actions, measured_peak_bytes};
+    if (absl::Status s = Measure(&peak); !s.ok()) return s;
+    recent_peaks_.push_back(std::move(peak));
+    while (recent_peaks_.size() > kCalibrationWindow) recent_peaks_.pop_front();
     return absl::OkStatus();
   }
 
@@ -395,17 +389,75 @@ class FittedEstimator final : public Estimator {
   }
 
   // The keep-all point footprint for `features`: base plus every block's
-  // activations. Calibration scales with it. At least 1 byte.
+  // activations. Calibration follows it. At least 1 byte.
   absl::StatusOr<double> FootprintBytes(const Features& features) const {
-    absl::StatusOr<Estimate> keep_all = UncalibratedPeak(
-        features, std::vector<Action>(model_.blocks.size(), Action::kKeep));
-    if (!keep_all.ok()) return keep_all.status();
-    return std::max(1.0, keep_all->value);
+    absl::StatusOr<Prediction> p = Predict(features);
+    if (!p.ok()) return p.status();
+    return Footprint(*p);
+  }
+  static double Footprint(const Prediction& p) {
+    double bytes = p.base_bytes.value;
+    for (const BlockEstimate& b : p.blocks) bytes += b.act_bytes.value;
+    return std::max(1.0, bytes);
   }
 
-  // In double: a large fraction times a large footprint may exceed int64.
+  // A peak reported, and how it compares with the model on the current fit.
+  struct ReportedPeak {
+    Features features;
+    std::vector<Action> actions;
+    int64_t measured_bytes = 0;
+    double shortfall_bytes = 0;  // above the point prediction; 0 when below
+    double footprint_bytes = 1;  // FootprintBytes
+  };
+
+  // Sets peak's shortfall and footprint on the current fit.
+  absl::Status Measure(ReportedPeak* peak) const {
+    absl::StatusOr<Estimate> predicted = UncalibratedPeak(peak->features, peak->actions);
+    if (!predicted.ok()) return predicted.status();
+    absl::StatusOr<double> footprint = FootprintBytes(peak->features);
+    if (!footprint.ok()) return footprint.status();
+    peak->shortfall_bytes = std::max(
+        0.0, static_cast<double>(peak->measured_bytes) - std::floor(predicted->value));
+    peak->footprint_bytes = *footprint;
+    return absl::OkStatus();
+  }
+
+  // A new fit measures the recent peaks again: one reported while the fit
+  // had few samples fell short of that fit by what the fit missed, not the
+  // model, and once later samples have corrected the fit, it is the
+  // model's miss that counts. (Reported peaks were checked against this
+  // model; a failure, none known, keeps what the old fit gave.)
+  void Remeasure() {
+    for (ReportedPeak& peak : recent_peaks_) Measure(&peak).IgnoreError();
+  }
+
+  // The calibration for a batch of keep-all footprint F: the least value at
+  // F of a line c0 + c1 F (c0, c1 >= 0) on or above every recent
+  // shortfall, and past the largest footprint among them, at least that
+  // peak's shortfall in proportion. By LP duality the least such line's
+  // value is the largest of each shortfall, in proportion below its
+  // footprint and as it is above, and of the interpolations between two
+  // whose footprints bracket F.
   double CalibrationBytes(double footprint_bytes) const {
-    return std::ceil(calibration_fraction_ * std::max(1.0, footprint_bytes));
+    const double f = std::max(1.0, footprint_bytes);
+    double bytes = 0;
+    const ReportedPeak* largest = nullptr;
+    for (const ReportedPeak& r : recent_peaks_) {
+      bytes = std::max(bytes, r.shortfall_bytes * std::min(1.0, f / r.footprint_bytes));
+      if (largest == nullptr || r.footprint_bytes > largest->footprint_bytes) largest = &r;
+      for (const ReportedPeak& q : recent_peaks_) {
+        if (r.footprint_bytes < f && f < q.footprint_bytes) {
+          bytes = std::max(bytes, r.shortfall_bytes +
+                                      (q.shortfall_bytes - r.shortfall_bytes) *
+                                          (f - r.footprint_bytes) /
+                                          (q.footprint_bytes - r.footprint_bytes));
+        }
+      }
+    }
+    if (largest != nullptr && f > largest->footprint_bytes) {
+      bytes = std::max(bytes, largest->shortfall_bytes * f / largest->footprint_bytes);
+    }
+    return std::ceil(bytes);
   }
 
  private:
@@ -712,6 +764,7 @@ class FittedEstimator final : public Estimator {
   void Refit() {
     RefitModels();
     vouched_ = Vouched();
+    Remeasure();
   }
 
   void RefitModels() {
@@ -858,8 +911,8 @@ class FittedEstimator final : public Estimator {
 
   std::vector<Sample> samples_;     // fitted
   std::deque<Sample> quarantine_;  // kept, not fitted (outliers)
-  double calibration_fraction_ = 0;
-  std::deque<double> recent_shortfall_fractions_;
+  // The last kCalibrationWindow peaks reported (calibration).
+  std::deque<ReportedPeak> recent_peaks_;
 
   // Derived from samples_ by Refit().
   size_t num_distinct_ = 0;

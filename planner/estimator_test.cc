@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -486,6 +487,117 @@ TEST_CASE("a measured peak above the prediction raises the next one") {
   auto decayed = est->PredictPeakBytes(f, keep);
   REQUIRE(decayed.ok());
   CHECK(decayed->value == before->value);
+}
+
+// Grid() with a base that grows with the batch from 1 KB, so that
+// footprints differ by orders of magnitude.
+std::vector<Sample> SmallBaseGrid() {
+  std::vector<Sample> grid = Grid();
+  for (Sample& s : grid) {
+    s.base_bytes = 1000 + 8 * static_cast<int64_t>(s.features[0] * s.features[1]);
+  }
+  return grid;
+}
+
+// The keep-all footprints of `fs` (base plus every block's activations)
+// and the predicted keep-all peaks, before any peak is reported; the
+// calibration a query gets.
+std::vector<double> Footprints(Estimator& est, const std::vector<Features>& fs) {
+  std::vector<double> out;
+  for (const Features& f : fs) {
+    auto p = est.Predict(f);
+    REQUIRE(p.ok());
+    double bytes = p->base_bytes.value;
+    for (const BlockEstimate& b : p->blocks) bytes += b.act_bytes.value;
+    out.push_back(bytes);
+  }
+  return out;
+}
+std::vector<int64_t> KeepAllPeaks(Estimator& est, const std::vector<Features>& fs) {
+  std::vector<int64_t> out;
+  for (const Features& f : fs) {
+    auto p = est.PredictPeakBytes(f, std::vector<Action>(3, Action::kKeep));
+    REQUIRE(p.ok());
+    out.push_back(static_cast<int64_t>(p->value));
+  }
+  return out;
+}
+double CalibrationOf(Estimator& est, const Features& f) {
+  auto p = est.Predict(f);
+  REQUIRE(p.ok());
+  return static_cast<double>(p->calibration_bytes);
+}
+
+const Features kTiny = {1, 32}, kSmall = {2, 32}, kBetween = {4, 96},
+               kMiddle = {8, 200}, kLarge = {32, 512};
+
+TEST_CASE("calibration: a small batch's miss holds on larger ones as it is") {
+  // Not in proportion to their footprints, which are up to a thousand
+  // times larger: what the model misses has a fixed part.
+  auto est = Fitted(SmallBaseGrid());
+  const std::vector<Action> keep(3, Action::kKeep);
+  const std::vector<double> f =
+      Footprints(*est, {kTiny, kSmall, kMiddle, kLarge});
+  const std::vector<int64_t> peak = KeepAllPeaks(*est, {kSmall, kLarge});
+  REQUIRE(f[3] > 100 * f[1]);
+  const int64_t shortfall = 1 << 20, little = 1 << 16;
+  REQUIRE(est->ReportPeak(kSmall, keep, peak[0] + shortfall).ok());
+  REQUIRE(est->ReportPeak(kLarge, keep, peak[1] + little).ok());
+  CHECK(CalibrationOf(*est, kMiddle) == Approx(shortfall).margin(2));
+  CHECK(CalibrationOf(*est, kLarge) == Approx(shortfall).margin(2));
+  // On a smaller batch, in proportion.
+  CHECK(CalibrationOf(*est, kTiny) ==
+        Approx(static_cast<double>(shortfall) * f[0] / f[1]).margin(2));
+}
+
+TEST_CASE("calibration: the line between two shortfalls, in proportion past them") {
+  auto est = Fitted(SmallBaseGrid());
+  const std::vector<Action> keep(3, Action::kKeep);
+  const std::vector<double> f = Footprints(*est, {kSmall, kBetween, kMiddle, kLarge});
+  const std::vector<int64_t> peak = KeepAllPeaks(*est, {kSmall, kMiddle});
+  REQUIRE(f[0] < f[1]);
+  REQUIRE(f[1] < f[2]);
+  const int64_t less = 1 << 20, more = 8 << 20;
+  REQUIRE(est->ReportPeak(kSmall, keep, peak[0] + less).ok());
+  REQUIRE(est->ReportPeak(kMiddle, keep, peak[1] + more).ok());
+  CHECK(CalibrationOf(*est, kBetween) ==
+        Approx(less + static_cast<double>(more - less) * (f[1] - f[0]) / (f[2] - f[0]))
+            .margin(2));
+  // Past the largest footprint reported: that peak's shortfall grows with
+  // the batch, as far as anything reported says.
+  CHECK(CalibrationOf(*est, kLarge) == Approx(static_cast<double>(more) * f[3] / f[2]).margin(2));
+}
+
+TEST_CASE("calibration measures recent peaks again on every new fit") {
+  // Fitted on one sequence length only, the model misses a longer batch's
+  // peak by what the fit misses; once samples of other lengths correct the
+  // fit, that peak is no longer short of it, and calibration goes.
+  std::vector<Sample> few, more;
+  for (const Sample& s : SmallBaseGrid()) {
+    (s.features[1] == 32 ? few : more).push_back(s);
+  }
+  auto est = Fitted(few);
+  auto truth = Fitted(SmallBaseGrid());
+  const std::vector<Action> keep(3, Action::kKeep);
+  // A longer batch whose peak the first fit puts too low.
+  std::optional<Features> missed;
+  double measured = 0;
+  for (const Sample& s : more) {
+    auto fit = est->PredictPeakBytes(s.features, keep);
+    auto real = truth->PredictPeakBytes(s.features, keep);
+    REQUIRE(fit.ok());
+    REQUIRE(real.ok());
+    if (fit->value < real->value - 1000) {
+      missed = s.features;
+      measured = real->value;
+      break;
+    }
+  }
+  REQUIRE(missed.has_value());
+  REQUIRE(est->ReportPeak(*missed, keep, static_cast<int64_t>(measured)).ok());
+  CHECK(CalibrationOf(*est, *missed) > 1000);
+  REQUIRE(est->AddSamples(more).ok());
+  CHECK(CalibrationOf(*est, *missed) == 0);
 }
 
 TEST_CASE("backward workspace is fitted where every sample measured it") {
