@@ -1557,7 +1557,6 @@ class OffloadSearch {
     }
     Relax();
     Rank(items_, &rank_of_, &by_rank_);
-    PrepareTop();
   }
 
   // The plan to beat: its cost and count (kInf: none known).
@@ -1575,6 +1574,8 @@ class OffloadSearch {
     LpBound lp(by_rank_);
     for (int r = 1; r <= static_cast<int>(items_.size()); ++r) lp.Add(r, +1);
     size_t next_item = 0;  // items of blocks below the current one removed
+    // (Not in the constructor: most problems are settled before a search.)
+    if (!top_prepared_) PrepareTop();
     LpBound top_lp(top_by_rank_);
     for (int r = 1; r <= static_cast<int>(top_items_.size()); ++r) top_lp.Add(r, +1);
     size_t next_top_item = 0;
@@ -1691,6 +1692,7 @@ class OffloadSearch {
   // items let a block count twice. This one does neither: on the bench's
   // slowest 96-block chains it is higher by up to half a block's cost.
   void PrepareTop() {
+    top_prepared_ = true;
     std::vector<Item> hull = HullItems(0);
     std::vector<int> rank_of;
     std::vector<Item> by_rank;
@@ -2270,6 +2272,7 @@ class OffloadSearch {
   std::vector<Item> items_, by_rank_;
   std::vector<int> rank_of_;
   // PrepareTop's: the top (-1: none) and the items below it.
+  bool top_prepared_ = false;
   int top_ = -1;
   std::vector<Item> top_items_, top_by_rank_;
   std::vector<int> top_rank_of_;
