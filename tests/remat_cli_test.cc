@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -48,8 +49,13 @@ TEST_CASE("remat subcommands against a real daemon") {
   {
     RemotePlannerOptions o;
     o.address = addr;
+    // Generous: under ASan, beside other tests on two cores, a call can
+    // take seconds; this test is about the CLI, not the daemon's latency.
+    o.call_deadline = std::chrono::milliseconds(20000);
     RemotePlanner planner(o);
-    REQUIRE(planner.RegisterModel(spec).ok());
+    const absl::Status registered = planner.RegisterModel(spec);
+    INFO(registered.ToString());
+    REQUIRE(registered.ok());
     REQUIRE(planner.ReportSamples("bert", testing::TestSampleGrid(spec)).ok());
   }
 
@@ -230,6 +236,7 @@ TEST_CASE("rematd --log-format json writes one JSON object per line") {
   RemotePlannerOptions o;
   o.address = daemon.address();
   o.get_plan_deadline = std::chrono::milliseconds(10000);
+  o.call_deadline = std::chrono::milliseconds(20000);  // as above
   RemotePlanner planner(o);
   REQUIRE(planner.RegisterModel(spec).ok());
   REQUIRE(planner.ReportSamples("bert", testing::TestSampleGrid(spec)).ok());
