@@ -358,12 +358,10 @@ class FittedEstimator final : public Estimator {
   absl::StatusOr<Estimate> PredictPeakBytes(
       const Features& features,
       const std::vector<Action>& actions) const override {
-    absl::StatusOr<Estimate> peak = UncalibratedPeak(features, actions);
+    Prediction prediction;
+    absl::StatusOr<Estimate> peak = UncalibratedPeak(features, actions, &prediction);
     if (!peak.ok()) return peak.status();
-    absl::StatusOr<double> footprint = FootprintBytes(features);
-    if (!footprint.ok()) return footprint.status();
-    const double calibration =
-        std::min(CalibrationBytes(*footprint), kMaxCalibration);
+    const double calibration = static_cast<double>(prediction.calibration_bytes);
     peak->value += calibration;
     peak->upper += calibration;
     return peak;
@@ -388,13 +386,8 @@ class FittedEstimator final : public Estimator {
     return out;
   }
 
-  // The keep-all point footprint for `features`: base plus every block's
+  // The keep-all point footprint of a prediction: base plus every block's
   // activations. Calibration follows it. At least 1 byte.
-  absl::StatusOr<double> FootprintBytes(const Features& features) const {
-    absl::StatusOr<Prediction> p = Predict(features);
-    if (!p.ok()) return p.status();
-    return Footprint(*p);
-  }
   static double Footprint(const Prediction& p) {
     double bytes = p.base_bytes.value;
     for (const BlockEstimate& b : p.blocks) bytes += b.act_bytes.value;
@@ -407,18 +400,18 @@ class FittedEstimator final : public Estimator {
     std::vector<Action> actions;
     int64_t measured_bytes = 0;
     double shortfall_bytes = 0;  // above the point prediction; 0 when below
-    double footprint_bytes = 1;  // FootprintBytes
+    double footprint_bytes = 1;  // Footprint
   };
 
   // Sets peak's shortfall and footprint on the current fit.
   absl::Status Measure(ReportedPeak* peak) const {
-    absl::StatusOr<Estimate> predicted = UncalibratedPeak(peak->features, peak->actions);
+    Prediction prediction;
+    absl::StatusOr<Estimate> predicted =
+        UncalibratedPeak(peak->features, peak->actions, &prediction);
     if (!predicted.ok()) return predicted.status();
-    absl::StatusOr<double> footprint = FootprintBytes(peak->features);
-    if (!footprint.ok()) return footprint.status();
     peak->shortfall_bytes = std::max(
         0.0, static_cast<double>(peak->measured_bytes) - std::floor(predicted->value));
-    peak->footprint_bytes = *footprint;
+    peak->footprint_bytes = Footprint(prediction);
     return absl::OkStatus();
   }
 
@@ -566,9 +559,11 @@ class FittedEstimator final : public Estimator {
   }
 
   // The memory model on point predictions and on upper bounds, without
-  // calibration.
-  absl::StatusOr<Estimate> UncalibratedPeak(
-      const Features& features, const std::vector<Action>& actions) const {
+  // calibration; `used`, unless null, gets the prediction they came from
+  // (its calibration_bytes and footprint are the caller's to use).
+  absl::StatusOr<Estimate> UncalibratedPeak(const Features& features,
+                                            const std::vector<Action>& actions,
+                                            Prediction* used = nullptr) const {
     if (actions.size() != model_.blocks.size()) {
       return InvalidField("actions",
                      absl::StrCat("has ", actions.size(), " entries; model \"",
@@ -582,6 +577,7 @@ class FittedEstimator final : public Estimator {
     }
     absl::StatusOr<Prediction> p = Predict(features);
     if (!p.ok()) return p.status();
+    if (used != nullptr) *used = *p;
     // The upper bound is the problem the solvers plan against, without
     // calibration; the point prediction the same on point values. Both
     // have the link the plans were made with: an offloaded block's bytes
