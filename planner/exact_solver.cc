@@ -1559,10 +1559,12 @@ class OffloadSearch {
     Rank(items_, &rank_of_, &by_rank_);
   }
 
-  // The plan to beat: its cost and count (kInf: none known).
+  // The plan to beat: its cost and count (kInf: none known); found() is
+  // false until a search finds a cheaper one.
   void Beat(double cost, int64_t count) {
     best_cost_ = cost;
     best_count_ = count;
+    best_node_ = -2;
   }
 
   // Searches from the empty plan for one cheaper than the plan to beat;
@@ -2319,6 +2321,52 @@ class OffloadSearch {
   double lower_bound_ = 0;
 };
 
+int64_t NotKept(const std::vector<Action>& actions) {
+  return std::count_if(actions.begin(), actions.end(),
+                       [](Action a) { return a != Action::kKeep; });
+}
+
+// A plan's cost as SimulateStep has it: recompute plus exposed transfer.
+int64_t CostNs(const StepSimulation& sim) {
+  return sim.recompute_ns + sim.exposed_transfer_ns;
+}
+
+// A local improvement for a plan the search has not proven: in forward
+// order, each recomputed block offloads instead where the plan still fits
+// and costs less. Long chains at tight budgets, where the link is what
+// limits offloading, are the search's hardest: its fronts grow too large
+// to reach the many offloads the best plans hold (the recompute plan, or
+// one of a few of them), while the link carries a copy of most of the
+// cheap blocks in time. *cost_ns: the plan's cost, before and after. It
+// stops at `deadline` (ExactOptions::time_limit).
+void OffloadWhereCheaper(const PlanProblem& problem,
+                         std::chrono::steady_clock::time_point deadline,
+                         std::vector<Action>* actions, int64_t* cost_ns) {
+  const size_t n = actions->size();
+  for (size_t k = 0; k + 1 < n && std::chrono::steady_clock::now() < deadline; ++k) {
+    const BlockCost& b = problem.blocks[k];
+    if ((*actions)[k] != Action::kRecompute || !b.checkpointable) continue;
+    const BlockMemory m = MemoryOf(problem, k);
+    if (m.transfer_bytes <= 0) continue;
+    // The copy back waits at least what the backward above (and its
+    // recompute) leaves unhidden: no cheaper than this recompute, skip.
+    const BlockCost& up = problem.blocks[k + 1];
+    const double hides =
+        static_cast<double>(MemoryOf(problem, k + 1).backward_ns) +
+        (Recomputes((*actions)[k + 1]) ? static_cast<double>(up.forward_ns) : 0.0);
+    const double back_ns =
+        static_cast<double>(m.transfer_bytes) / problem.h2d_bytes_per_s * 1e9;
+    if (back_ns - hides >= static_cast<double>(b.forward_ns)) continue;
+    (*actions)[k] = Action::kOffload;
+    const StepSimulation sim = SimulateStep(problem, *actions);
+    if (sim.peak_bytes <= problem.limit_bytes() && CostNs(sim) < *cost_ns) {
+      *cost_ns = CostNs(sim);
+    } else {
+      (*actions)[k] = Action::kRecompute;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Action> SolveExact(const PlanProblem& problem,
@@ -2338,11 +2386,9 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   // OFFLOAD starts its count of work afresh.
   const StepSimulation base = SimulateStep(problem, actions);
   const bool base_fits = !st.infeasible;
-  const double base_cost = base_fits ? static_cast<double>(base.recompute_ns +
-                                                           base.exposed_transfer_ns)
+  const double base_cost = base_fits ? static_cast<double>(CostNs(base))
                                      : std::numeric_limits<double>::infinity();
-  int64_t base_count = 0;
-  for (Action a : actions) base_count += a != Action::kKeep;
+  const int64_t base_count = NotKept(actions);
   const int64_t heuristic = st.cost_ns;
   // The relaxation's optimum (OffloadSearch::Relax) bounds every plan's
   // cost. Where it is the recompute plan's own, that plan is optimal, and
@@ -2372,11 +2418,26 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   }
   st = ExactStats();
   st.heuristic_cost_ns = heuristic;
+  const auto deadline = options.time_limit.count() > 0
+                            ? start + options.time_limit
+                            : std::chrono::steady_clock::time_point::max();
   search.Beat(base_cost, base_fits ? base_count : kInf);
   // A heuristic pass first, as without OFFLOAD; its work is kept apart.
+  // Its plan (or the recompute plan) then offloads where that is cheaper.
   search.Run(kBeamWidth);
   if (search.found()) {
     st.heuristic_cost_ns = static_cast<int64_t>(std::ceil(search.best_cost()));
+  }
+  if (base_fits || search.found()) {
+    std::vector<Action> start_plan = search.found() ? search.BestActions() : actions;
+    int64_t cost = CostNs(SimulateStep(problem, start_plan));
+    const int64_t before = cost;
+    OffloadWhereCheaper(problem, deadline, &start_plan, &cost);
+    if (cost < before) {
+      actions = std::move(start_plan);
+      search.Beat(static_cast<double>(cost), NotKept(actions));
+      st.heuristic_cost_ns = cost;
+    }
   }
   st.heuristic_nodes = st.nodes;
   st.nodes = st.states = st.max_front = st.steps = 0;
@@ -2402,6 +2463,7 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   }
   if (search.found()) actions = search.BestActions();
   st.cost_ns = static_cast<int64_t>(std::ceil(search.best_cost()));
+  if (!complete) OffloadWhereCheaper(problem, deadline, &actions, &st.cost_ns);
   st.root_bound_ns = std::min(relaxed_bound, st.cost_ns);
   st.lower_bound_ns = std::max(
       relaxed_bound,

@@ -33,7 +33,9 @@ struct ExactStats {
   int64_t cost_ns = 0;         // the optimum's recompute (+ exposed) time
   // The best plan before the search proper: the greedy plan, improved by
   // the heuristic pass (with OFFLOAD: the recompute plan, improved by the
-  // heuristic pass of the search with OFFLOAD).
+  // heuristic pass of the search with OFFLOAD, then by offloading its
+  // recomputed blocks where that is cheaper; a search stopped at its
+  // limit offloads so in its best plan too).
   int64_t heuristic_cost_ns = 0;
   int64_t nodes = 0;           // search states examined (the work measure)
   // States the heuristic pass examined before the search (at most 2 * 16
