@@ -2321,6 +2321,21 @@ class OffloadSearch {
   double lower_bound_ = 0;
 };
 
+// `actions` with every checkpoint sent to host that can be: each
+// RECOMPUTE after a recomputed block becomes a RECOMPUTE_OFFLOAD, where the
+// problem allows them. At no moment does a sent checkpoint hold more than
+// a kept one, so the peak is never higher.
+std::vector<Action> WithCheckpointsSent(const PlanProblem& problem,
+                                        std::vector<Action> actions) {
+  if (!problem.offload_checkpoints) return actions;
+  for (size_t i = 1; i < actions.size(); ++i) {
+    if (actions[i] == Action::kRecompute && Recomputes(actions[i - 1])) {
+      actions[i] = Action::kRecomputeOffload;
+    }
+  }
+  return actions;
+}
+
 int64_t NotKept(const std::vector<Action>& actions) {
   return std::count_if(actions.begin(), actions.end(),
                        [](Action a) { return a != Action::kKeep; });
@@ -2422,13 +2437,29 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
                             ? start + options.time_limit
                             : std::chrono::steady_clock::time_point::max();
   search.Beat(base_cost, base_fits ? base_count : kInf);
+  // Where the recompute plan does not fit, it may with its checkpoints
+  // sent; then that is the plan to beat.
+  const std::vector<Action> sending = WithCheckpointsSent(problem, actions);
+  bool start_fits = base_fits;
+  if (!base_fits) {
+    const StepSimulation sim = SimulateStep(problem, sending);
+    if (sim.peak_bytes <= problem.limit_bytes()) {
+      actions = sending;
+      start_fits = true;
+      search.Beat(static_cast<double>(CostNs(sim)), NotKept(actions));
+      st.heuristic_cost_ns = CostNs(sim);
+    }
+  }
   // A heuristic pass first, as without OFFLOAD; its work is kept apart.
-  // Its plan (or the recompute plan) then offloads where that is cheaper.
+  // Its plan (or the one to beat) then offloads where that is cheaper.
   search.Run(kBeamWidth);
   if (search.found()) {
     st.heuristic_cost_ns = static_cast<int64_t>(std::ceil(search.best_cost()));
   }
-  if (base_fits || search.found()) {
+  // Whether some plan known fits (found() turns false once a cheaper
+  // start is the plan to beat).
+  start_fits = start_fits || search.found();
+  if (start_fits) {
     std::vector<Action> start_plan = search.found() ? search.BestActions() : actions;
     int64_t cost = CostNs(SimulateStep(problem, start_plan));
     const int64_t before = cost;
@@ -2442,22 +2473,12 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   st.heuristic_nodes = st.nodes;
   st.nodes = st.states = st.max_front = st.steps = 0;
   const bool complete = search.Run();
-  st.infeasible = !base_fits && !search.found();
+  st.infeasible = !start_fits && !search.found();
   if (st.infeasible) {
     // No plan fits: the smallest peak without offloading (recompute-only
-    // search's answer), lower still with every checkpoint it can send on
-    // host (at no moment does a sent checkpoint hold more than a kept one).
-    if (problem.offload_checkpoints) {
-      std::vector<Action> sending = actions;
-      for (size_t i = 1; i < sending.size(); ++i) {
-        if (sending[i] == Action::kRecompute && Recomputes(sending[i - 1])) {
-          sending[i] = Action::kRecomputeOffload;
-        }
-      }
-      if (PredictedPeakBytes(problem, sending) <
-          PredictedPeakBytes(problem, actions)) {
-        return sending;
-      }
+    // search's answer), lower still with its checkpoints sent.
+    if (PredictedPeakBytes(problem, sending) < PredictedPeakBytes(problem, actions)) {
+      return sending;
     }
     return actions;
   }

@@ -290,6 +290,7 @@ LinkCounts CheckLinkAgainstBruteForce(uint64_t seed, int iterations,
       ++counts.instances;
       internal::ExactStats stats;
       internal::SolveExact(p, &stats);
+      CHECK(stats.infeasible == !feasible);
       counts.relaxation_proved += stats.relaxation_proved;
       if (!feasible) {
         ++counts.infeasible;
@@ -1018,6 +1019,34 @@ TEST_CASE("a stopped search still matches brute force on feasibility") {
       }
     }
   }
+}
+
+TEST_CASE("with a link, the plan fits exactly when it is not flagged infeasible") {
+  // Budgets around the least peak without offloading, where a plan that
+  // fits must offload; longer chains than brute force reaches, some
+  // searches stopped early.
+  std::mt19937_64 rng(2718);
+  int needs_offload = 0;
+  for (int iter = 0; iter < 600; ++iter) {
+    const int n = 8 + static_cast<int>(rng() % 33);
+    PlanProblem p = RandomProblem(rng, n, static_cast<Kind>(iter % 3));
+    p.offload_checkpoints = iter % 2 == 0;
+    static constexpr double kLinks[] = {5e10, 1e10, 2e9};
+    p.d2h_bytes_per_s = p.h2d_bytes_per_s = kLinks[rng() % 3];
+    std::vector<Action> all(n, Action::kRecompute);
+    all.back() = Action::kKeep;
+    const int64_t least = PredictedPeakBytes(p, all);
+    p.budget_bytes = std::uniform_int_distribution<int64_t>(least * 3 / 4, least)(rng);
+    internal::ExactOptions options;
+    if (iter % 3 == 0) options.max_nodes = 50;
+    internal::ExactStats st;
+    const std::vector<Action> actions = internal::SolveExact(p, options, &st);
+    const bool fits = PredictedPeakBytes(p, actions) <= p.limit_bytes();
+    INFO("iter " << iter << " n=" << n);
+    CHECK(st.infeasible == !fits);
+    needs_offload += fits;
+  }
+  CHECK(needs_offload > 100);
 }
 
 TEST_CASE("unknown solver names are rejected with the list") {
