@@ -59,6 +59,7 @@
 #include "planner/exact_solver.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -1403,7 +1404,9 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // DropDominated says. Pruned as there: a state that cannot reach a later
 // need even with every block left at its larger saving; a state whose cost
 // plus the LP bound over the items left (Relax's, of the blocks above; or
-// PrepareTop's, of those below the top) reaches the best plan; a state
+// PrepareTop's, of those below the top) reaches the best plan, or on
+// chains of up to kMaxWholeBlocks its cost plus what the blocks up to the
+// top cost whole (PrepareWhole) passes it; a state
 // that meets every need ahead whatever comes (it finishes with every block
 // left kept). An offload's least wait is charged
 // when it is chosen and the wait at the end of forward as each copy is
@@ -1426,6 +1429,14 @@ std::vector<Action> SolveRecompute(const PlanProblem& problem,
 // up to 2 microseconds of bookkeeping (its copies in flight), so this
 // bounds the search to about 2 seconds and 100 MiB.
 constexpr int64_t kMaxOffloadNodes = int64_t{1} << 20;
+// OffloadSearch::PrepareWhole's limits: the longest chain it prepares for
+// (on longer ones its points do not prune: the many blocks left make the
+// LPs' gap small beside their count), and the most points it keeps.
+constexpr int kMaxWholeBlocks = 128;
+constexpr size_t kMaxWholePoints = size_t{1} << 18;
+// Costs summed in different orders may differ by a rounding of the
+// doubles, never by this much: a bound prunes only past it.
+constexpr double kCostSlackNs = 1e-3;
 
 struct OffloadBlock {
   int64_t below = 0;  // A_k: base plus the a_i of the blocks below
@@ -1581,6 +1592,8 @@ class OffloadSearch {
     LpBound top_lp(top_by_rank_);
     for (int r = 1; r <= static_cast<int>(top_items_.size()); ++r) top_lp.Add(r, +1);
     size_t next_top_item = 0;
+    // (After the heuristic pass: the best plan known prunes its points.)
+    if (beam == 0 && !whole_prepared_) PrepareWhole();
     std::vector<OffloadState> front = {{0, 0, 0, -1, -1, kLastKeep}};
     for (int k = 0; k < n_ && !front.empty(); ++k) {
       if ((beam == 0 && st_->nodes > max_nodes_) ||
@@ -1715,6 +1728,168 @@ class OffloadSearch {
                hull.end());
     top_items_ = std::move(hull);
     Rank(top_items_, &top_rank_of_, &top_by_rank_);
+  }
+
+  // The price of copy-engine time that bounds the root highest with the
+  // LP over HullItems (StoppedBound's, from the root).
+  // The price of copy-engine time (ns of cost per ns a copy out takes,
+  // in [0, 1], see HullItems) at which the LP over HullItems bounds the
+  // root highest: 0 unless the link is busy enough to bind.
+  double RootPrice() const {
+    const double forward_ns = blocks_[n_ - 1].now;
+    auto value = [&](double price) {
+      std::vector<Item> items = HullItems(price), by_rank;
+      Rank(items, nullptr, &by_rank);
+      LpBound lp(by_rank);
+      for (int r = 1; r <= static_cast<int>(items.size()); ++r) lp.Add(r, +1);
+      const int64_t v = lp.LowerBound(need_[top_]);
+      if (v >= kInf) return -std::numeric_limits<double>::infinity();
+      return static_cast<double>(v) - price * forward_ns;
+    };
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    double lo = 0, hi = 1;
+    double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
+    double f1 = value(x1), f2 = value(x2);
+    for (int i = 0; i < 10; ++i) {
+      if (f1 < f2) {
+        lo = x1, x1 = x2, f1 = f2;
+        x2 = lo + g * (hi - lo), f2 = value(x2);
+      } else {
+        hi = x2, x2 = x1, f2 = f1;
+        x1 = hi - g * (hi - lo), f1 = value(x1);
+      }
+    }
+    return std::max(f1, f2) > value(0) ? (f1 > f2 ? x1 : x2) : 0.0;
+  }
+
+  // The blocks from k up to the top, whole: per block k and whether it is
+  // recomputed (which hides more of the copy back of the block below), the
+  // Pareto points (what blocks [k, top) save, the least they cost). A
+  // relaxation that keeps what the LPs lose: blocks come whole, and the
+  // wait for a copy back depends on the action of the block above. It
+  // drops the copies in flight, the order of the link's queue and every
+  // need but the top's (as need_ does); a copy out costs RootPrice() for
+  // each ns it takes, which the bound takes back for the ns of forward
+  // left (HullItems says why that holds). Built down from the top; a point
+  // goes when even the LP over the blocks below cannot complete it under
+  // the plan to beat, and the building stops (whole_from_) past
+  // kMaxWholePoints. On the bench's slowest 96-block chains with a link
+  // it bounds the root within 0.07..0.17 ms of the optimum, where the LP's
+  // bound is 0.3..1.7 ms below it.
+  void PrepareWhole() {
+    whole_prepared_ = true;
+    if (top_ <= 0 || n_ > kMaxWholeBlocks) return;
+    price_ = RootPrice();
+    const double forward_ns = blocks_[n_ - 1].now;
+    whole_.assign(top_ + 1, {});
+    whole_[top_][0] = {{0, 0.0}};
+    if (blocks_[top_].can_r || blocks_[top_].can_ro) whole_[top_][1] = {{0, 0.0}};
+    whole_from_ = top_;
+    const int64_t need = need_[top_];
+    std::vector<Item> hull = HullItems(0), by_rank;
+    std::vector<int> rank_of;
+    Rank(hull, &rank_of, &by_rank);
+    LpBound below(by_rank);  // the items of the blocks below k
+    size_t next = 0;
+    for (; next < hull.size() && hull[next].block < top_; ++next) below.Add(rank_of[next], +1);
+    size_t points = 0;
+    struct Stream {
+      const std::vector<WholePoint>* points;
+      int64_t saving;
+      double cost;
+      size_t left;  // its points not merged yet: the first `left`
+    };
+    std::vector<Stream> streams;
+    for (int k = top_ - 1; k >= 0; --k) {
+      for (; next > 0 && hull[next - 1].block >= k; --next) below.Add(rank_of[next - 1], -1);
+      const OffloadBlock& x = blocks_[k];
+      const OffloadBlock& up = blocks_[k + 1];
+      auto wait = [&](double back_ns, int above) {
+        return std::max(0.0, back_ns - up.bns - (above ? static_cast<double>(up.c) : 0.0));
+      };
+      for (int recomputed = 0; recomputed < 2; ++recomputed) {
+        // Block k's actions of this kind after each kind of block above:
+        // the points above shifted by the action's saving and cost, each
+        // stream sorted by saving as they are.
+        streams.clear();
+        for (int above = 0; above < 2; ++above) {
+          const std::vector<WholePoint>* f = &whole_[k + 1][above];
+          if (f->empty()) continue;
+          if (!recomputed) {
+            streams.push_back({f, 0, 0.0, f->size()});
+            if (x.can_o) {
+              streams.push_back({f, x.t, wait(x.back_ns, above) + price_ * x.out_ns, f->size()});
+            }
+          } else {
+            if (x.can_r) streams.push_back({f, x.s, static_cast<double>(x.c), f->size()});
+            if (x.can_ro) {
+              streams.push_back({f, x.s + x.ro,
+                                 static_cast<double>(x.c) + wait(x.ro_back_ns, above) +
+                                     price_ * x.ro_out_ns,
+                                 f->size()});
+            }
+          }
+        }
+        // Merged from the most saving down, keeping a point cheaper than
+        // every one that saves more; then those that the blocks below can
+        // complete under the plan to beat (a point dropped so has every
+        // point it kept out of the front dropped too).
+        std::vector<WholePoint>& out = whole_[k][recomputed];
+        double least = std::numeric_limits<double>::infinity();
+        for (;;) {
+          Stream* pick = nullptr;
+          WholePoint best{0, 0};
+          for (Stream& st : streams) {
+            if (st.left == 0) continue;
+            const WholePoint& p = (*st.points)[st.left - 1];
+            const WholePoint q{std::min(need, p.saving + st.saving), p.cost + st.cost};
+            if (pick == nullptr || q.saving > best.saving ||
+                (q.saving == best.saving && q.cost < best.cost)) {
+              pick = &st;
+              best = q;
+            }
+          }
+          if (pick == nullptr) break;
+          --pick->left;
+          if (best.cost < least) {
+            least = best.cost;
+            out.push_back(best);
+          }
+        }
+        const double unpriced = price_ * std::max(0.0, forward_ns - x.now);
+        out.erase(std::remove_if(out.begin(), out.end(),
+                                 [&](const WholePoint& p) {
+                                   const int64_t rest = below.LowerBound(need - p.saving);
+                                   return rest >= kInf ||
+                                          p.cost + static_cast<double>(rest) - unpriced >
+                                              best_cost_ + kCostSlackNs;
+                                 }),
+                  out.end());
+        std::reverse(out.begin(), out.end());
+        points += out.size();
+      }
+      if (points > kMaxWholePoints) break;
+      whole_from_ = k;
+    }
+  }
+
+  // What the blocks from k+1 to the top add at least to the cost of `c`
+  // (which decided block k, and k+1 >= whole_from_): their least points
+  // that save what the top still needs, with what block k's copy back
+  // waits beyond its least wait (if it sent one) given block k+1's kind.
+  double WholeBound(const OffloadState& c, int k) const {
+    const int64_t g = need_[top_] - c.sigma;
+    double least = std::numeric_limits<double>::infinity();
+    for (int above = 0; above < 2; ++above) {
+      const std::vector<WholePoint>& f = whole_[k + 1][above];
+      const auto it = std::lower_bound(
+          f.begin(), f.end(), g,
+          [](const WholePoint& p, int64_t v) { return p.saving < v; });
+      if (it == f.end()) continue;
+      least = std::min(least, it->cost + (Sends(c.last) ? ExtraWait(k, c.last, above) : 0.0));
+    }
+    const double from = std::max(Drained(c), blocks_[k + 1].now);
+    return least - price_ * std::max(0.0, blocks_[n_ - 1].now - from);
   }
 
   // Whether some block may send something to host (else every plan left
@@ -2032,6 +2207,10 @@ class OffloadSearch {
       if (bound > best_cost_ || (bound == best_cost_ && c.count >= best_count_)) {
         continue;
       }
+      if (k + 1 >= whole_from_ && k + 1 <= top_ &&
+          c.cost + WholeBound(c, k) > best_cost_ + kCostSlackNs) {
+        continue;
+      }
       // Copies that land before the next block's forward starts change no
       // later moment, landing time or wait: the state is keyed, and its
       // saving guaranteed, from then on. Its next copy starts no earlier
@@ -2274,6 +2453,14 @@ class OffloadSearch {
   std::vector<Item> items_, by_rank_;
   std::vector<int> rank_of_;
   // PrepareTop's: the top (-1: none) and the items below it.
+  struct WholePoint {
+    int64_t saving;
+    double cost;
+  };
+  bool whole_prepared_ = false;
+  double price_ = 0;  // RootPrice(), for PrepareWhole's points
+  std::vector<std::array<std::vector<WholePoint>, 2>> whole_;  // PrepareWhole
+  int whole_from_ = std::numeric_limits<int>::max();
   bool top_prepared_ = false;
   int top_ = -1;
   std::vector<Item> top_items_, top_by_rank_;

@@ -843,7 +843,7 @@ TEST_CASE("with a busy link, a stopped search bounds its gap within two blocks")
     const PlanProblem p = chains.Next(11, 400);
     internal::ExactStats full;
     internal::SolveExact(p, &full);
-    if (full.stopped_at_limit || full.infeasible || full.nodes < 4000) continue;
+    if (full.stopped_at_limit || full.infeasible || full.nodes < 2000) continue;
     internal::ExactOptions options;
     options.max_nodes = full.nodes / 4;
     internal::ExactStats st;
