@@ -1595,10 +1595,15 @@ class OffloadSearch {
     // (After the heuristic pass: the best plan known prunes its points.)
     if (beam == 0 && !whole_prepared_) PrepareWhole();
     std::vector<OffloadState> front = {{0, 0, 0, -1, -1, kLastKeep}};
+    // A step takes up to tens of ms on a front of ten thousand states, and
+    // about as long as the one before it: the search stops where the next
+    // would pass the time limit, if it takes that long.
+    std::chrono::steady_clock::duration last_step{0};
     for (int k = 0; k < n_ && !front.empty(); ++k) {
+      const auto step_start = std::chrono::steady_clock::now();
       if ((beam == 0 && st_->nodes > max_nodes_) ||
           (time_limit_.count() > 0 &&
-           std::chrono::steady_clock::now() - start_ >= time_limit_)) {
+           step_start - start_ + last_step >= time_limit_)) {
         if (beam > 0) return false;
         st_->stopped_at_limit = true;
         lower_bound_ = StoppedBound(front, k);
@@ -1615,6 +1620,7 @@ class OffloadSearch {
       }
       ++st_->steps;
       Step(k, front, lp, top_lp);
+      last_step = std::chrono::steady_clock::now() - step_start;
       st_->states += static_cast<int64_t>(front.size());
       st_->max_front =
           std::max<int64_t>(st_->max_front, static_cast<int64_t>(front.size()));
