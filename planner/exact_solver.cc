@@ -1593,7 +1593,7 @@ class OffloadSearch {
     for (int r = 1; r <= static_cast<int>(top_items_.size()); ++r) top_lp.Add(r, +1);
     size_t next_top_item = 0;
     // (After the heuristic pass: the best plan known prunes its points.)
-    if (beam == 0 && !whole_prepared_) PrepareWhole();
+    if (beam == 0 && !whole_prepared_) PrepareWholes();
     std::vector<OffloadState> front = {{0, 0, 0, -1, -1, kLastKeep}};
     // A step takes up to tens of ms on a front of ten thousand states, and
     // about as long as the one before it: the search stops where the next
@@ -1736,8 +1736,37 @@ class OffloadSearch {
     Rank(top_items_, &top_rank_of_, &top_by_rank_);
   }
 
-  // The price of copy-engine time that bounds the root highest with the
-  // LP over HullItems (StoppedBound's, from the root).
+  // PrepareWhole's points for one top: per block k from `from` up to the
+  // top and per kind of block k (kept or sent; recomputed), the Pareto
+  // points (what blocks [k, top) save, the least they cost), saving up.
+  struct WholePoint {
+    int64_t saving;
+    double cost;
+  };
+  struct Whole {
+    int top;
+    std::vector<std::array<std::vector<WholePoint>, 2>> points;
+    int from = std::numeric_limits<int>::max();
+  };
+
+  // The whole-block bounds, on chains of up to kMaxWholeBlocks: for the
+  // top (PrepareTop's) and for the largest need, which is higher whole
+  // where the LP at the top's is higher fractionally (on the bench's
+  // 96-block chains with a link, either bounds some chain's root closer).
+  void PrepareWholes() {
+    whole_prepared_ = true;
+    if (n_ > kMaxWholeBlocks || top_ <= 0) return;
+    price_ = RootPrice();
+    wholes_.push_back({top_});
+    PrepareWhole(top_, &wholes_.back());
+    const int largest = static_cast<int>(
+        std::max_element(need_.begin(), need_.begin() + n_) - need_.begin());
+    if (largest != top_ && largest > 0) {
+      wholes_.push_back({largest});
+      PrepareWhole(largest, &wholes_.back());
+    }
+  }
+
   // The price of copy-engine time (ns of cost per ns a copy out takes,
   // in [0, 1], see HullItems) at which the LP over HullItems bounds the
   // root highest: 0 unless the link is busy enough to bind.
@@ -1768,7 +1797,7 @@ class OffloadSearch {
     return std::max(f1, f2) > value(0) ? (f1 > f2 ? x1 : x2) : 0.0;
   }
 
-  // The blocks from k up to the top, whole: per block k and whether it is
+  // The blocks from k up to `top`, whole: per block k and whether it is
   // recomputed (which hides more of the copy back of the block below), the
   // Pareto points (what blocks [k, top) save, the least they cost). A
   // relaxation that keeps what the LPs lose: blocks come whole, and the
@@ -1778,26 +1807,25 @@ class OffloadSearch {
   // each ns it takes, which the bound takes back for the ns of forward
   // left (HullItems says why that holds). Built down from the top; a point
   // goes when even the LP over the blocks below cannot complete it under
-  // the plan to beat, and the building stops (whole_from_) past
-  // kMaxWholePoints. On the bench's slowest 96-block chains with a link
-  // it bounds the root within 0.07..0.17 ms of the optimum, where the LP's
-  // bound is 0.3..1.7 ms below it.
-  void PrepareWhole() {
-    whole_prepared_ = true;
-    if (top_ <= 0 || n_ > kMaxWholeBlocks) return;
-    price_ = RootPrice();
+  // the plan to beat, and the building stops (w->from) past
+  // kMaxWholePoints. On the bench's three slowest 96-block chains with a
+  // link the better of PrepareWholes' two bounds the root 0.007, 0.07 and
+  // 0.03 ms below the optimum, where the LP's is 1.0, 1.7 and 0.34 ms
+  // below it.
+  void PrepareWhole(int top, Whole* w) {
+    std::vector<std::array<std::vector<WholePoint>, 2>>& levels = w->points;
     const double forward_ns = blocks_[n_ - 1].now;
-    whole_.assign(top_ + 1, {});
-    whole_[top_][0] = {{0, 0.0}};
-    if (blocks_[top_].can_r || blocks_[top_].can_ro) whole_[top_][1] = {{0, 0.0}};
-    whole_from_ = top_;
-    const int64_t need = need_[top_];
+    levels.assign(top + 1, {});
+    levels[top][0] = {{0, 0.0}};
+    if (blocks_[top].can_r || blocks_[top].can_ro) levels[top][1] = {{0, 0.0}};
+    w->from = top;
+    const int64_t need = need_[top];
     std::vector<Item> hull = HullItems(0), by_rank;
     std::vector<int> rank_of;
     Rank(hull, &rank_of, &by_rank);
     LpBound below(by_rank);  // the items of the blocks below k
     size_t next = 0;
-    for (; next < hull.size() && hull[next].block < top_; ++next) below.Add(rank_of[next], +1);
+    for (; next < hull.size() && hull[next].block < top; ++next) below.Add(rank_of[next], +1);
     size_t points = 0;
     struct Stream {
       const std::vector<WholePoint>* points;
@@ -1806,7 +1834,7 @@ class OffloadSearch {
       size_t left;  // its points not merged yet: the first `left`
     };
     std::vector<Stream> streams;
-    for (int k = top_ - 1; k >= 0; --k) {
+    for (int k = top - 1; k >= 0; --k) {
       for (; next > 0 && hull[next - 1].block >= k; --next) below.Add(rank_of[next - 1], -1);
       const OffloadBlock& x = blocks_[k];
       const OffloadBlock& up = blocks_[k + 1];
@@ -1819,7 +1847,7 @@ class OffloadSearch {
         // stream sorted by saving as they are.
         streams.clear();
         for (int above = 0; above < 2; ++above) {
-          const std::vector<WholePoint>* f = &whole_[k + 1][above];
+          const std::vector<WholePoint>* f = &levels[k + 1][above];
           if (f->empty()) continue;
           if (!recomputed) {
             streams.push_back({f, 0, 0.0, f->size()});
@@ -1840,7 +1868,7 @@ class OffloadSearch {
         // every one that saves more; then those that the blocks below can
         // complete under the plan to beat (a point dropped so has every
         // point it kept out of the front dropped too).
-        std::vector<WholePoint>& out = whole_[k][recomputed];
+        std::vector<WholePoint>& out = levels[k][recomputed];
         double least = std::numeric_limits<double>::infinity();
         for (;;) {
           Stream* pick = nullptr;
@@ -1875,19 +1903,19 @@ class OffloadSearch {
         points += out.size();
       }
       if (points > kMaxWholePoints) break;
-      whole_from_ = k;
+      w->from = k;
     }
   }
 
   // What the blocks from k+1 to the top add at least to the cost of `c`
-  // (which decided block k, and k+1 >= whole_from_): their least points
+  // (which decided block k, and k+1 >= w->from): their least points
   // that save what the top still needs, with what block k's copy back
   // waits beyond its least wait (if it sent one) given block k+1's kind.
-  double WholeBound(const OffloadState& c, int k) const {
-    const int64_t g = need_[top_] - c.sigma;
+  double WholeBound(const Whole& w, const OffloadState& c, int k) const {
+    const int64_t g = need_[w.top] - c.sigma;
     double least = std::numeric_limits<double>::infinity();
     for (int above = 0; above < 2; ++above) {
-      const std::vector<WholePoint>& f = whole_[k + 1][above];
+      const std::vector<WholePoint>& f = w.points[k + 1][above];
       const auto it = std::lower_bound(
           f.begin(), f.end(), g,
           [](const WholePoint& p, int64_t v) { return p.saving < v; });
@@ -2213,10 +2241,15 @@ class OffloadSearch {
       if (bound > best_cost_ || (bound == best_cost_ && c.count >= best_count_)) {
         continue;
       }
-      if (k + 1 >= whole_from_ && k + 1 <= top_ &&
-          c.cost + WholeBound(c, k) > best_cost_ + kCostSlackNs) {
-        continue;
+      bool whole_pruned = false;
+      for (const Whole& w : wholes_) {
+        if (k + 1 >= w.from && k + 1 <= w.top &&
+            c.cost + WholeBound(w, c, k) > best_cost_ + kCostSlackNs) {
+          whole_pruned = true;
+          break;
+        }
       }
+      if (whole_pruned) continue;
       // Copies that land before the next block's forward starts change no
       // later moment, landing time or wait: the state is keyed, and its
       // saving guaranteed, from then on. Its next copy starts no earlier
@@ -2458,15 +2491,10 @@ class OffloadSearch {
   std::vector<int64_t> need_, ahead_, reach_;
   std::vector<Item> items_, by_rank_;
   std::vector<int> rank_of_;
-  // PrepareTop's: the top (-1: none) and the items below it.
-  struct WholePoint {
-    int64_t saving;
-    double cost;
-  };
   bool whole_prepared_ = false;
   double price_ = 0;  // RootPrice(), for PrepareWhole's points
-  std::vector<std::array<std::vector<WholePoint>, 2>> whole_;  // PrepareWhole
-  int whole_from_ = std::numeric_limits<int>::max();
+  std::vector<Whole> wholes_;  // PrepareWholes
+  // PrepareTop's: the top (-1: none) and the items below it.
   bool top_prepared_ = false;
   int top_ = -1;
   std::vector<Item> top_items_, top_by_rank_;
