@@ -1687,22 +1687,29 @@ class OffloadSearch {
       return bound;
     };
     auto priced = [&](double price) { return least(HullItems(price), price); };
-    // The bound is concave in the price (a least of functions linear in
-    // it): a golden-section search, to a price within 1% of the best.
+    return std::max({BestPrice(priced).first, priced(0), least(items_, 0)});
+  }
+
+  // The highest of `bound`, a bound on plans for each price of copy-engine
+  // time in [0, 1] (one concave in the price: a least of functions linear
+  // in it), and the price it is at: a golden-section search, to a price
+  // within 1% of the best.
+  template <typename Bound>
+  static std::pair<double, double> BestPrice(const Bound& bound) {
     const double g = (std::sqrt(5.0) - 1) / 2;
     double lo = 0, hi = 1;
     double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
-    double f1 = priced(x1), f2 = priced(x2);
+    double f1 = bound(x1), f2 = bound(x2);
     for (int i = 0; i < 10; ++i) {
       if (f1 < f2) {
         lo = x1, x1 = x2, f1 = f2;
-        x2 = lo + g * (hi - lo), f2 = priced(x2);
+        x2 = lo + g * (hi - lo), f2 = bound(x2);
       } else {
         hi = x2, x2 = x1, f2 = f1;
-        x1 = hi - g * (hi - lo), f1 = priced(x1);
+        x1 = hi - g * (hi - lo), f1 = bound(x1);
       }
     }
-    return std::max({f1, f2, priced(0), least(items_, 0)});
+    return f1 > f2 ? std::make_pair(f1, x1) : std::make_pair(f2, x2);
   }
 
   // The top: the block j whose need bounds the root highest when only the
@@ -1781,20 +1788,8 @@ class OffloadSearch {
       if (v >= kInf) return -std::numeric_limits<double>::infinity();
       return static_cast<double>(v) - price * forward_ns;
     };
-    const double g = (std::sqrt(5.0) - 1) / 2;
-    double lo = 0, hi = 1;
-    double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
-    double f1 = value(x1), f2 = value(x2);
-    for (int i = 0; i < 10; ++i) {
-      if (f1 < f2) {
-        lo = x1, x1 = x2, f1 = f2;
-        x2 = lo + g * (hi - lo), f2 = value(x2);
-      } else {
-        hi = x2, x2 = x1, f2 = f1;
-        x1 = hi - g * (hi - lo), f1 = value(x1);
-      }
-    }
-    return std::max(f1, f2) > value(0) ? (f1 > f2 ? x1 : x2) : 0.0;
+    const auto [highest, price] = BestPrice(value);
+    return highest > value(0) ? price : 0.0;
   }
 
   // The blocks from k up to `top`, whole: per block k and whether it is
@@ -1872,22 +1867,22 @@ class OffloadSearch {
         double least = std::numeric_limits<double>::infinity();
         for (;;) {
           Stream* pick = nullptr;
-          WholePoint best{0, 0};
+          WholePoint top_point{0, 0};  // the most saving left, then cheapest
           for (Stream& st : streams) {
             if (st.left == 0) continue;
             const WholePoint& p = (*st.points)[st.left - 1];
             const WholePoint q{std::min(need, p.saving + st.saving), p.cost + st.cost};
-            if (pick == nullptr || q.saving > best.saving ||
-                (q.saving == best.saving && q.cost < best.cost)) {
+            if (pick == nullptr || q.saving > top_point.saving ||
+                (q.saving == top_point.saving && q.cost < top_point.cost)) {
               pick = &st;
-              best = q;
+              top_point = q;
             }
           }
           if (pick == nullptr) break;
           --pick->left;
-          if (best.cost < least) {
-            least = best.cost;
-            out.push_back(best);
+          if (top_point.cost < least) {
+            least = top_point.cost;
+            out.push_back(top_point);
           }
         }
         const double unpriced = price_ * std::max(0.0, forward_ns - x.now);
