@@ -1815,12 +1815,10 @@ class OffloadSearch {
     if (blocks_[top].can_r || blocks_[top].can_ro) levels[top][1] = {{0, 0.0}};
     w->from = top;
     const int64_t need = need_[top];
-    std::vector<Item> hull = HullItems(0), by_rank;
-    std::vector<int> rank_of;
-    Rank(hull, &rank_of, &by_rank);
-    LpBound below(by_rank);  // the items of the blocks below k
-    size_t next = 0;
-    for (; next < hull.size() && hull[next].block < top; ++next) below.Add(rank_of[next], +1);
+    // The LP of the blocks below k, for the points of block k in order of
+    // what they leave to save, least first: one sweep of the items by rank.
+    std::vector<Item> by_rank;
+    Rank(HullItems(0), nullptr, &by_rank);
     size_t points = 0;
     struct Stream {
       const std::vector<WholePoint>* points;
@@ -1830,7 +1828,6 @@ class OffloadSearch {
     };
     std::vector<Stream> streams;
     for (int k = top - 1; k >= 0; --k) {
-      for (; next > 0 && hull[next - 1].block >= k; --next) below.Add(rank_of[next - 1], -1);
       const OffloadBlock& x = blocks_[k];
       const OffloadBlock& up = blocks_[k + 1];
       auto wait = [&](double back_ns, int above) {
@@ -1886,12 +1883,25 @@ class OffloadSearch {
           }
         }
         const double unpriced = price_ * std::max(0.0, forward_ns - x.now);
+        size_t r = 0;  // the items of rank below r are taken whole
+        int64_t saved = 0, cost = 0;
         out.erase(std::remove_if(out.begin(), out.end(),
                                  [&](const WholePoint& p) {
-                                   const int64_t rest = below.LowerBound(need - p.saving);
-                                   return rest >= kInf ||
-                                          p.cost + static_cast<double>(rest) - unpriced >
-                                              best_cost_ + kCostSlackNs;
+                                   const int64_t d = need - p.saving;
+                                   int64_t rest = 0;
+                                   if (d > 0) {
+                                     for (; r < by_rank.size() &&
+                                            (by_rank[r].block >= k || saved + by_rank[r].s < d);
+                                          ++r) {
+                                       if (by_rank[r].block >= k) continue;
+                                       saved += by_rank[r].s;
+                                       cost += by_rank[r].c;
+                                     }
+                                     if (r == by_rank.size()) return true;
+                                     rest = cost + MulDivCeil(d - saved, by_rank[r].c, by_rank[r].s);
+                                   }
+                                   return p.cost + static_cast<double>(rest) - unpriced >
+                                          best_cost_ + kCostSlackNs;
                                  }),
                   out.end());
         std::reverse(out.begin(), out.end());
