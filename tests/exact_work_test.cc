@@ -45,7 +45,7 @@ TEST_CASE("the bench's 1000-block chains with a link: a stopped search still off
   // the link carries in time (about 180 of 500 on chains 2 and 4), far
   // more than the search reaches before its work limit; its plan then
   // offloads where that is cheaper (exact_solver.cc, OffloadWhereCheaper).
-  // On those two chains that costs 3.1% and 3.8% less than the best plan
+  // On those two chains that costs 3.3% and 3.8% less than the best plan
   // without offloading, which the search used to return.
   int cheaper = 0;
   for (const LatencyChains& chains :
