@@ -1172,13 +1172,21 @@ class ReverseSearch {
   std::vector<std::pair<int64_t, State>> bounded_;  // KeepLeastBound's
 };
 
+// A cost and a count, compared in that order (LexLess).
+struct CostCount {
+  int64_t cost = 0, count = 0;
+};
+
 // The cheapest selection of `items` (in chain order) that meets every need
 // of `req` (req[p]: what the items below p must save), in (cost, count)
 // order; every need must be met by all the items together. Fills the
-// search's fields of `st`.
+// search's fields of `st`. With `below`, what is asked is only whether
+// some selection is under it: the greedy plan or the heuristic pass, where
+// either is, answers at once (then st.lower_bound_ns is the LP's).
 std::vector<char> SolveCover(const std::vector<Item>& items,
                              const std::vector<int64_t>& req,
-                             const ExactOptions& options, ExactStats& st) {
+                             const ExactOptions& options, ExactStats& st,
+                             const CostCount* below = nullptr) {
   const int m = static_cast<int>(items.size());
   int64_t largest_need = 0;
   for (int64_t need : req) largest_need = std::max(largest_need, need);
@@ -1240,12 +1248,31 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
   // Covering the largest need with every item is a relaxation of the
   // problem; its Lagrangian bound at lambda is the LP bound.
   st.root_bound_ns = std::min(search.Bound(0, largest_need, 0), best.cost);
+  auto selection = [&] {
+    std::vector<char> chosen(m, 0);
+    if (best.node == -2 && best.from < 0) {
+      chosen = best_chosen;
+    } else {
+      search.Mark(best, &chosen);
+    }
+    return chosen;
+  };
+  auto answered = [&] {
+    if (below == nullptr || !LexLess(best.cost, best.count, below->cost, below->count)) {
+      return false;
+    }
+    st.cost_ns = best.cost;
+    st.lower_bound_ns = st.root_bound_ns;
+    return true;
+  };
+  if (answered()) return selection();
   // The heuristic pass first: a plan near the optimum prunes most of the
   // search from its first steps. Its work is kept apart (the search's
   // stats and work limit are its own).
   search.Run(st.root_bound_ns, &best, kBeamWidth);
   st.heuristic_cost_ns = best.cost;
   st.heuristic_nodes = st.nodes;
+  if (answered()) return selection();
   st.nodes = st.states = st.max_front = st.whole_pruned = st.count_pruned = 0;
   st.steps = 0;
   // Deepening: searches for a plan below a target a little above the root
@@ -1298,13 +1325,7 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
     }
   }
   st.cost_ns = best.cost;
-  std::vector<char> chosen(m, 0);
-  if (best.node == -2 && best.from < 0) {
-    chosen = best_chosen;
-  } else {
-    search.Mark(best, &chosen);
-  }
-  return chosen;
+  return selection();
 }
 
 // KEEP and RECOMPUTE only (the problem's link is ignored).
@@ -2720,8 +2741,9 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
     relax_options.max_nodes = std::min(options.max_nodes, kMaxOffloadNodes);
     if (options.time_limit.count() > 0) relax_options.time_limit -= elapsed;
     ExactStats relaxed;
+    const CostCount recompute{st.cost_ns, base_count};
     const std::vector<char> chosen = SolveCover(
-        search.items(), search.RelaxedNeeds(), relax_options, relaxed);
+        search.items(), search.RelaxedNeeds(), relax_options, relaxed, &recompute);
     const int64_t count = std::count(chosen.begin(), chosen.end(), 1);
     if (!relaxed.stopped_at_limit &&
         !LexLess(relaxed.cost_ns, count, st.cost_ns, base_count)) {
