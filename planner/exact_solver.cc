@@ -2728,8 +2728,9 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   const int64_t base_count = NotKept(actions);
   const int64_t heuristic = st.cost_ns;
   // The relaxation's optimum (OffloadSearch::Relax) bounds every plan's
-  // cost. Where it is the recompute plan's own, that plan is optimal, and
-  // it is the search's root bound otherwise.
+  // cost. Where it is the recompute plan's own, that plan is optimal.
+  // Else it stops once it knows a cheaper cover, and its LP bound is the
+  // search's root bound.
   int64_t relaxed_bound = 0;
   const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now() - start);
