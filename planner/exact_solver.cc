@@ -1924,57 +1924,72 @@ class OffloadSearch {
       size_t left;  // its points not merged yet: the first `left`
     };
     std::vector<Stream> streams;
+    // The points of `streams` (each sorted by saving, shifted by its saving
+    // and cost), merged from the most saving down: a point cheaper than
+    // every one that saves more, savings past the need counted as the need.
+    auto merge = [&](std::vector<WholePoint>* out) {
+      out->clear();
+      double least = std::numeric_limits<double>::infinity();
+      for (;;) {
+        Stream* pick = nullptr;
+        WholePoint top_point{0, 0};  // the most saving left, then cheapest
+        for (Stream& st : streams) {
+          if (st.left == 0) continue;
+          const WholePoint& p = (*st.points)[st.left - 1];
+          const WholePoint q{std::min(need, p.saving + st.saving), p.cost + st.cost};
+          if (pick == nullptr || q.saving > top_point.saving ||
+              (q.saving == top_point.saving && q.cost < top_point.cost)) {
+            pick = &st;
+            top_point = q;
+          }
+        }
+        if (pick == nullptr) return;
+        --pick->left;
+        if (top_point.cost < least) {
+          least = top_point.cost;
+          out->push_back(top_point);
+        }
+      }
+    };
+    std::vector<WholePoint> either;  // block k+1's points of either kind
     for (int k = top - 1; k >= 0; --k) {
       const OffloadBlock& x = blocks_[k];
+      // KEEP and RECOMPUTE cost the same whatever block k+1 does: their
+      // points come from those of block k+1 of either kind, merged once.
+      streams.clear();
+      for (const std::vector<WholePoint>& f : levels[k + 1]) {
+        if (!f.empty()) streams.push_back({&f, 0, 0.0, f.size()});
+      }
+      merge(&either);
+      std::reverse(either.begin(), either.end());
       for (int recomputed = 0; recomputed < 2; ++recomputed) {
-        // Block k's actions of this kind after each kind of block above:
-        // the points above shifted by the action's saving and cost, each
-        // stream sorted by saving as they are.
+        // Block k's actions of this kind: the points above shifted by the
+        // action's saving and cost (a copy's after each kind of block
+        // above, whose action hides its copy back more or less).
         streams.clear();
+        if (!recomputed) {
+          streams.push_back({&either, 0, 0.0, either.size()});
+        } else if (x.can_r) {
+          streams.push_back({&either, x.s, static_cast<double>(x.c), either.size()});
+        }
         for (int above = 0; above < 2; ++above) {
-          const std::vector<WholePoint>* f = &levels[k + 1][above];
-          if (f->empty()) continue;
-          if (!recomputed) {
-            streams.push_back({f, 0, 0.0, f->size()});
-            if (x.can_o) {
-              streams.push_back({f, x.t, BackWait(k, x.back_ns, above) + price_ * x.out_ns, f->size()});
-            }
-          } else {
-            if (x.can_r) streams.push_back({f, x.s, static_cast<double>(x.c), f->size()});
-            if (x.can_ro) {
-              streams.push_back({f, x.s + x.ro,
-                                 static_cast<double>(x.c) + BackWait(k, x.ro_back_ns, above) +
-                                     price_ * x.ro_out_ns,
-                                 f->size()});
-            }
+          const std::vector<WholePoint>& f = levels[k + 1][above];
+          if (f.empty()) continue;
+          if (!recomputed && x.can_o) {
+            streams.push_back({&f, x.t, BackWait(k, x.back_ns, above) + price_ * x.out_ns, f.size()});
+          }
+          if (recomputed && x.can_ro) {
+            streams.push_back({&f, x.s + x.ro,
+                               static_cast<double>(x.c) + BackWait(k, x.ro_back_ns, above) +
+                                   price_ * x.ro_out_ns,
+                               f.size()});
           }
         }
-        // Merged from the most saving down, keeping a point cheaper than
-        // every one that saves more; then those that the blocks below can
-        // complete under the plan to beat (a point dropped so has every
-        // point it kept out of the front dropped too).
+        // Then those that the blocks below can complete under the plan to
+        // beat (a point dropped so has every point it kept out of the front
+        // dropped too).
         std::vector<WholePoint>& out = levels[k][recomputed];
-        double least = std::numeric_limits<double>::infinity();
-        for (;;) {
-          Stream* pick = nullptr;
-          WholePoint top_point{0, 0};  // the most saving left, then cheapest
-          for (Stream& st : streams) {
-            if (st.left == 0) continue;
-            const WholePoint& p = (*st.points)[st.left - 1];
-            const WholePoint q{std::min(need, p.saving + st.saving), p.cost + st.cost};
-            if (pick == nullptr || q.saving > top_point.saving ||
-                (q.saving == top_point.saving && q.cost < top_point.cost)) {
-              pick = &st;
-              top_point = q;
-            }
-          }
-          if (pick == nullptr) break;
-          --pick->left;
-          if (top_point.cost < least) {
-            least = top_point.cost;
-            out.push_back(top_point);
-          }
-        }
+        merge(&out);
         const double unpriced = price_ * std::max(0.0, forward_ns - x.now);
         size_t r = 0;  // the items of rank below r are taken whole
         int64_t saved = 0, cost = 0;
