@@ -1996,7 +1996,7 @@ class OffloadSearch {
         out.erase(std::remove_if(out.begin(), out.end(),
                                  [&](const WholePoint& p) {
                                    const int64_t d = need - p.saving;
-                                   int64_t rest = 0;
+                                   double rest = 0;
                                    if (d > 0) {
                                      for (; r < by_rank.size() &&
                                             (by_rank[r].block >= k || saved + by_rank[r].s < d);
@@ -2006,10 +2006,14 @@ class OffloadSearch {
                                        cost += by_rank[r].c;
                                      }
                                      if (r == by_rank.size()) return true;
-                                     rest = cost + MulDivCeil(d - saved, by_rank[r].c, by_rank[r].s);
+                                     // (In doubles, unrounded: a little lower
+                                     // than the LP's integer bound, and cheaper.)
+                                     rest = static_cast<double>(cost) +
+                                            static_cast<double>(d - saved) *
+                                                static_cast<double>(by_rank[r].c) /
+                                                static_cast<double>(by_rank[r].s);
                                    }
-                                   return p.cost + static_cast<double>(rest) - unpriced >
-                                          best_cost_ + kCostSlackNs;
+                                   return p.cost + rest - unpriced > best_cost_ + kCostSlackNs;
                                  }),
                   out.end());
         std::reverse(out.begin(), out.end());
