@@ -1929,6 +1929,9 @@ class OffloadSearch {
     // every one that saves more, savings past the need counted as the need.
     auto merge = [&](std::vector<WholePoint>* out) {
       out->clear();
+      size_t total = 0;
+      for (const Stream& st : streams) total += st.left;
+      out->reserve(total);  // (no copies as it grows)
       double least = std::numeric_limits<double>::infinity();
       for (;;) {
         Stream* pick = nullptr;
