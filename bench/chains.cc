@@ -72,24 +72,42 @@ void SetBudget(PlanProblem* p, double u) {
   p->budget_bytes = lo + static_cast<int64_t>(u * static_cast<double>(hi - lo));
 }
 
+namespace {
+
+// `instances` chains of `n` blocks from `rng`'s draws.
+LatencyChains Chains(int n, int instances, Family family, bool link, std::mt19937_64& rng) {
+  LatencyChains chains;
+  chains.blocks = n;
+  for (int i = 0; i < instances; ++i) {
+    const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
+    const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
+    PlanProblem p = TransformerChain(n, batch, seq, family, rng);
+    const double u = std::uniform_real_distribution<double>(link ? -0.1 : 0.02, 0.98)(rng);
+    SetBudget(&p, u);
+    if (link) p.d2h_bytes_per_s = p.h2d_bytes_per_s = kLinkBytesPerS;
+    chains.problems.push_back(std::move(p));
+    chains.budget_u.push_back(u);
+  }
+  return chains;
+}
+
+}  // namespace
+
 std::vector<LatencyChains> MakeLatencyChains(Family family, bool link, bool quick) {
   std::mt19937_64 rng(1);
   std::vector<LatencyChains> out;
   for (int n : {12, 24, 48, 96, 200, 1000}) {
     const bool slow = link && n >= 96;
     const int instances = quick || slow ? 20 : (n >= 1000 ? 100 : 200);
-    LatencyChains chains;
-    chains.blocks = n;
-    for (int i = 0; i < instances; ++i) {
-      const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
-      const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
-      PlanProblem p = TransformerChain(n, batch, seq, family, rng);
-      SetBudget(&p, std::uniform_real_distribution<double>(link ? -0.1 : 0.02, 0.98)(rng));
-      if (link) p.d2h_bytes_per_s = p.h2d_bytes_per_s = kLinkBytesPerS;
-      chains.problems.push_back(std::move(p));
-    }
-    out.push_back(std::move(chains));
+    out.push_back(Chains(n, instances, family, link, rng));
   }
+  return out;
+}
+
+std::vector<LatencyChains> MakeStatsChains(Family family, bool link) {
+  std::mt19937_64 rng(1);
+  std::vector<LatencyChains> out;
+  for (int n : {48, 96, 200, 1000}) out.push_back(Chains(n, 20, family, link, rng));
   return out;
 }
 

@@ -47,6 +47,7 @@ inline constexpr double kLinkBytesPerS = 64e9;
 struct LatencyChains {
   int blocks = 0;
   std::vector<PlanProblem> problems;
+  std::vector<double> budget_u;  // each problem's SetBudget u
 };
 
 // The latency run's chains of `family`, 12 to 1000 blocks, shortest first,
@@ -54,6 +55,10 @@ struct LatencyChains {
 // 20 with `quick` and with a link from 96 blocks on. With `link`, budgets
 // also below what recomputing alone reaches, and the host link above.
 std::vector<LatencyChains> MakeLatencyChains(Family family, bool link, bool quick);
+
+// The chains of `bench:solver --stats`: 20 each of 48, 96, 200 and 1000
+// blocks, budgets as the latency run's.
+std::vector<LatencyChains> MakeStatsChains(Family family, bool link);
 
 }  // namespace remat
 

@@ -120,17 +120,12 @@ void Latency(bool quick, Family family, bool offload) {
 
 // --stats: how hard the exact search works, per chain length.
 void SearchStats(Family family, bool offload) {
-  std::mt19937_64 rng(1);
-  for (int n : {48, 96, 200, 1000}) {
+  for (const LatencyChains& chains : MakeStatsChains(family, offload)) {
+    const int n = chains.blocks;
     if (n > g_max_blocks) break;
-    for (int i = 0; i < 20; ++i) {
-      const int64_t batch = 4 + static_cast<int64_t>(rng() % 29);
-      const int64_t seq = 64 + static_cast<int64_t>(rng() % 449);
-      PlanProblem p = TransformerChain(n, batch, seq, family, rng);
-      const double u = std::uniform_real_distribution<double>(
-          offload ? -0.1 : 0.02, 0.98)(rng);
-      SetBudget(&p, u);
-      if (offload) p.d2h_bytes_per_s = p.h2d_bytes_per_s = kLinkBytesPerS;
+    for (size_t i = 0; i < chains.problems.size(); ++i) {
+      const PlanProblem& p = chains.problems[i];
+      const double u = chains.budget_u[i];
       internal::ExactStats st;
       const auto t0 = Clock::now();
       internal::SolveExact(p, &st);
