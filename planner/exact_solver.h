@@ -83,6 +83,8 @@ struct ExactOptions {
   // is, so it is overshot by at most two fronts' worth of states. The
   // daemon sets it from its solve deadline: a plan in time, even one not
   // proven optimal, beats an optimal one the trainer no longer waits for.
+  // With a link the search proper has three quarters of it; a search
+  // stopped then finishes its most promising states in the rest.
   std::chrono::nanoseconds time_limit{0};
   // On chains of 128 candidates or more, the work of a first, plain
   // search (at least this, or 16 states per candidate). Most chains end
