@@ -1614,7 +1614,7 @@ class OffloadSearch {
   // cheaper than the one to beat. On the chains where the link binds the
   // plan to beat is far from the best: on a 96-block chain of
   // bench:solver --stats, 5.8% above the optimum (found with 16 times the
-  // work limit), and these plans 1.4%. Passes four times wider each, up
+  // work limit), and these plans 1.0%. Passes four times wider each, up
   // to a sixteenth of the work limit (each state has up to four children
   // a step), until ExactOptions::time_limit ends one.
   void FinishStopped() {

@@ -79,7 +79,7 @@ TEST_CASE("a search stopped where the link binds finishes its best states") {
   // from the heuristic pass's plan (recompute the MLPs), which is 5.8%
   // above the optimum (41.38 ms, found with 16 times the work limit). The
   // search stops at its work limit; the states it had left, finished
-  // (exact_solver.cc, FinishStopped), give a plan 4.1% cheaper than that.
+  // (exact_solver.cc, FinishStopped), give a plan 4.5% cheaper than that.
   const std::vector<LatencyChains> chains = MakeStatsChains(Family::kJittered, /*link=*/true);
   const PlanProblem& p = chains[1].problems[18];
   REQUIRE(p.blocks.size() == 96);
