@@ -72,12 +72,15 @@ struct ExactOptions {
   // valve, not a latency target. A daemon that must answer within a
   // deadline sets its own (about 2^22 per 100 ms). At most 2^30 are used
   // whatever this says (the search's node ids are 32-bit), and at most
-  // 2^20 by the search with OFFLOAD (its states cost more). The heuristic
-  // pass before the search (ExactStats::heuristic_nodes) is outside this
-  // limit: it examines at most 32 states per candidate (64 per block with
-  // OFFLOAD). So is the relaxation the search with OFFLOAD solves first
-  // (a search without OFFLOAD over an item per block and action), which
-  // has a limit of its own, the same as the search with OFFLOAD's.
+  // 2^20 by the search with OFFLOAD (its states cost more), on chains of
+  // over 128 blocks 2^25 over their length (exact_solver.cc says why). The
+  // heuristic pass before the search (ExactStats::heuristic_nodes) is
+  // outside this limit: it examines at most 32 states per candidate (64
+  // per block with OFFLOAD). So is the relaxation the search with OFFLOAD
+  // solves first (a search without OFFLOAD over an item per block and
+  // action), which has a limit of its own, 2^20; and where the search with
+  // OFFLOAD stops, the passes that finish its best states (up to a
+  // sixteenth of its limit each).
   int64_t max_nodes = int64_t{1} << 30;
   // Time limit from the call's start (zero: none), checked where max_nodes
   // is, so it is overshot by at most two fronts' worth of states. The
