@@ -123,6 +123,11 @@ class LpBound {
     while (top_ * 2 <= n_) top_ *= 2;
   }
 
+  // Every item present.
+  void AddAll() {
+    for (int r = 1; r <= n_; ++r) Add(r, +1);
+  }
+
   void Add(int rank, int sign) {
     const int64_t s = sign * by_rank_[rank - 1].s;
     const int64_t c = sign * by_rank_[rank - 1].c;
@@ -1647,12 +1652,12 @@ class OffloadSearch {
   // Run from `front` (states before block `from`).
   bool Sweep(std::vector<OffloadState> front, int from, size_t beam) {
     LpBound lp(by_rank_);
-    for (int r = 1; r <= static_cast<int>(items_.size()); ++r) lp.Add(r, +1);
+    lp.AddAll();
     size_t next_item = 0;  // items of blocks below the current one removed
     // (Not in the constructor: most problems are settled before a search.)
     if (!top_prepared_) PrepareTop();
     LpBound top_lp(top_by_rank_);
-    for (int r = 1; r <= static_cast<int>(top_items_.size()); ++r) top_lp.Add(r, +1);
+    top_lp.AddAll();
     size_t next_top_item = 0;
     for (; next_item < items_.size() && items_[next_item].block < from; ++next_item) {
       lp.Add(rank_of_[next_item], -1);
@@ -1751,24 +1756,19 @@ class OffloadSearch {
   double RootBound() {
     if (!top_prepared_) PrepareTop();
     LpBound lp(by_rank_);
-    for (int r = 1; r <= static_cast<int>(items_.size()); ++r) lp.Add(r, +1);
+    lp.AddAll();
     int64_t rest = lp.LowerBound(ahead_[0]);
     if (top_ > 0) {
       LpBound top_lp(top_by_rank_);
-      for (int r = 1; r <= static_cast<int>(top_items_.size()); ++r) top_lp.Add(r, +1);
+      top_lp.AddAll();
       rest = std::max(rest, top_lp.LowerBound(need_[top_]));
     }
     if (rest >= kInf) return std::numeric_limits<double>::infinity();
     double bound = static_cast<double>(rest);
     for (const Whole& w : wholes_) {
       if (w.from > 0) continue;
-      double least = std::numeric_limits<double>::infinity();
-      for (const std::vector<WholePoint>& f : w.points[0]) {
-        const auto it = std::lower_bound(
-            f.begin(), f.end(), need_[w.top],
-            [](const WholePoint& p, int64_t v) { return p.saving < v; });
-        if (it != f.end()) least = std::min(least, it->cost);
-      }
+      const double least = std::min(LeastCovering(w.points[0][0], need_[w.top]),
+                                    LeastCovering(w.points[0][1], need_[w.top]));
       bound = std::max(bound, least - price_ * std::max(0.0, blocks_[n_ - 1].now -
                                                              blocks_[0].now));
     }
@@ -1928,7 +1928,7 @@ class OffloadSearch {
       std::vector<Item> items = HullItems(price), by_rank;
       Rank(items, nullptr, &by_rank);
       LpBound lp(by_rank);
-      for (int r = 1; r <= static_cast<int>(items.size()); ++r) lp.Add(r, +1);
+      lp.AddAll();
       const int64_t v = lp.LowerBound(need_[top_]);
       if (v >= kInf) return -std::numeric_limits<double>::infinity();
       return static_cast<double>(v) - price * forward_ns;
@@ -2075,6 +2075,13 @@ class OffloadSearch {
     }
   }
 
+  // The least cost of the points of `f` (saving up) that save at least g.
+  static double LeastCovering(const std::vector<WholePoint>& f, int64_t g) {
+    const auto it = std::lower_bound(
+        f.begin(), f.end(), g, [](const WholePoint& p, int64_t v) { return p.saving < v; });
+    return it == f.end() ? std::numeric_limits<double>::infinity() : it->cost;
+  }
+
   // What the blocks from k+1 to the top add at least to the cost of `c`
   // (which decided block k, and k+1 >= w->from): their least points
   // that save what the top still needs, with what block k's copy back
@@ -2083,12 +2090,8 @@ class OffloadSearch {
     const int64_t g = need_[w.top] - c.sigma;
     double least = std::numeric_limits<double>::infinity();
     for (int above = 0; above < 2; ++above) {
-      const std::vector<WholePoint>& f = w.points[k + 1][above];
-      const auto it = std::lower_bound(
-          f.begin(), f.end(), g,
-          [](const WholePoint& p, int64_t v) { return p.saving < v; });
-      if (it == f.end()) continue;
-      least = std::min(least, it->cost + (Sends(c.last) ? ExtraWait(k, c.last, above) : 0.0));
+      least = std::min(least, LeastCovering(w.points[k + 1][above], g) +
+                                  (Sends(c.last) ? ExtraWait(k, c.last, above) : 0.0));
     }
     const double from = std::max(Drained(c), blocks_[k + 1].now);
     return least - price_ * std::max(0.0, blocks_[n_ - 1].now - from);
