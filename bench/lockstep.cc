@@ -192,7 +192,11 @@ std::unique_ptr<Planner> MakeStrategyPlanner(const std::string& strategy) {
     return std::make_unique<FixedPlanner>(strategy);
   }
   CoreOptions core;
-  if (strategy == "mimose_greedy") core.estimator_kind = "mimose";
+  if (strategy == "mimose_greedy") {
+    core.estimator_kind = "mimose";
+    // Mimose's own buckets: sequence lengths rounded up to 5 tokens.
+    core.granularity = {{"seq", 5}};
+  }
   return std::make_unique<LocalPlanner>(core);
 }
 

@@ -26,11 +26,11 @@
 // Then the demo trains (examples/trainer.h: its workload, its default
 // budget) under the in-process planner with the exact solver, so plans
 // stand on the estimator's upper bounds, not on exact measurements: once
-// with a plan-cache bucket per sequence length (the prediction is for the
-// step's own shape), once with the default buckets (a plan is sized for
-// its bucket's longest member). One line each over the planned steps
-// (collecting steps have no prediction):
-//   {"bench":"memory_model_planned","buckets":"per_shape"|"default",
+// with the default buckets, a plan per sequence length (the prediction is
+// for the step's own shape), once with buckets of 8 tokens (a plan is
+// sized for its bucket's longest member). One line each over the planned
+// steps (collecting steps have no prediction):
+//   {"bench":"memory_model_planned","buckets":"per_shape"|"seq_8",
 //    "steps":N,"planned_steps":P,
 //    "steps_above_prediction":K,"within_1_08":F,
 //    "ratio":{"min":..,"p05":..,"p50":..,"p95":..,"max":..}}
@@ -177,16 +177,16 @@ class Bench {
 };
 
 // The demo under the exact solver: how its predictions (upper bounds)
-// compare with what its planned steps measured. With `per_shape`, every
-// sequence length is its own plan-cache bucket, so the prediction is the
-// one for the step's own shape: the estimator and the memory model alone.
-// Otherwise the default buckets (8 tokens): a plan, and its prediction,
-// is sized for its bucket's longest member, up to 7 tokens longer.
-void PlannedSteps(int steps, bool per_shape) {
+// compare with what its planned steps measured. With the default buckets
+// (seq_granularity 1) every sequence length is its own plan-cache bucket,
+// so the prediction is the one for the step's own shape: the estimator
+// and the memory model alone. With 8, a plan, and its prediction, is
+// sized for its bucket's longest member, up to 7 tokens longer.
+void PlannedSteps(int steps, int seq_granularity) {
   TrainerOptions options;
   options.solver = "exact";
   CoreOptions core;
-  if (per_shape) core.granularity = {{"seq", 1}};
+  core.granularity = {{"seq", seq_granularity}};
   LocalPlanner planner(core);
   Trainer trainer(options, &planner);
   const int64_t budget_bytes = static_cast<int64_t>(
@@ -212,7 +212,7 @@ void PlannedSteps(int steps, bool per_shape) {
       "{\"bench\":\"memory_model_planned\",\"buckets\":\"%s\","
       "\"steps\":%d,\"planned_steps\":%zu,\"steps_above_prediction\":%d,"
       "\"within_1_08\":%.3f,\"ratio\":%s}\n",
-      per_shape ? "per_shape" : "default", steps, ratios.size(), above,
+      seq_granularity == 1 ? "per_shape" : "seq_8", steps, ratios.size(), above,
       static_cast<double>(within) / static_cast<double>(ratios.size()),
       Summary(ratios).c_str());
 }
@@ -286,9 +286,9 @@ int Run(int argc, char** argv) {
       Within(ratios.v1), Summary(ratios.v2).c_str(),
       Summary(ratios.v2_no_workspace).c_str(), Summary(ratios.v1).c_str());
   std::fflush(stdout);
-  PlannedSteps(steps, /*per_shape=*/true);
+  PlannedSteps(steps, /*seq_granularity=*/1);
   std::fflush(stdout);
-  PlannedSteps(steps, /*per_shape=*/false);
+  PlannedSteps(steps, /*seq_granularity=*/8);
   return 0;
 }
 

@@ -51,7 +51,7 @@ struct PlanChooserOptions {
   size_t cache_capacity = 256;
   // Bucket granularity per feature name; others use default_granularity.
   // Defaults match CoreOptions'.
-  std::map<std::string, double> granularity = DefaultGranularity();
+  std::map<std::string, double> granularity;
   double default_granularity = 1;
   // Passed to the planner; empty means the planner's default solver.
   std::string solver;

@@ -84,9 +84,17 @@ class ScriptedPlanner final : public Planner {
   PlanRequest last_request;
 };
 
+// The local bucket of the scripted planner's: sequence lengths in steps
+// of 8 tokens.
+PlanChooserOptions Eights() {
+  PlanChooserOptions options;
+  options.granularity = {{"seq", 8}};
+  return options;
+}
+
 TEST_CASE("a plan's prediction and solver travel with it, cached too") {
   ScriptedPlanner planner;
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   PlanChoice a = chooser.Choose({4, 100}, 1 << 20);
   CHECK(a.predicted_peak_bytes == 12345);
   CHECK(a.solver == "exact");
@@ -106,7 +114,7 @@ TEST_CASE("a plan's prediction and solver travel with it, cached too") {
 
 TEST_CASE("a repeat in the same bucket is answered locally") {
   ScriptedPlanner planner;
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   PlanChoice a = chooser.Choose({4, 100}, 1 << 20);
   CHECK(a.source == PlanSource::kPlanner);
   CHECK(a.actions == std::vector<Action>{K, R, K});
@@ -130,7 +138,7 @@ TEST_CASE("a repeat in the same bucket is answered locally") {
 TEST_CASE("a planner bucket that differs from the local one is not cached") {
   ScriptedPlanner planner;
   planner.seq_granularity = 16;  // coarser than the local 8
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   CHECK(chooser.Choose({4, 100}, 1000).source == PlanSource::kPlanner);
   CHECK(chooser.Choose({4, 100}, 1000).source == PlanSource::kPlanner);
   CHECK(planner.plan_calls == 2);
@@ -139,7 +147,7 @@ TEST_CASE("a planner bucket that differs from the local one is not cached") {
 TEST_CASE("COLLECT runs the safe plan and is never cached") {
   ScriptedPlanner planner;
   planner.collect = true;
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   PlanChoice c = chooser.Choose({4, 64}, 1000);
   CHECK(c.collect());
   CHECK(c.actions == std::vector<Action>{K, R, R});
@@ -153,7 +161,7 @@ TEST_CASE("COLLECT runs the planner's safe plan when this runtime can") {
   ScriptedPlanner planner;
   planner.collect = true;
   planner.collect_actions = {K, R, RO};
-  PlanChooserOptions sending;
+  PlanChooserOptions sending = Eights();
   sending.offload = sending.offload_checkpoints = true;
   PlanChooser chooser(&planner, Model(), sending);
   CHECK(chooser.Choose({4, 64}, 1000).actions == planner.collect_actions);
@@ -169,7 +177,7 @@ TEST_CASE("COLLECT runs the planner's safe plan when this runtime can") {
 
 TEST_CASE("planner errors fall back to the last good plan, else safe") {
   ScriptedPlanner planner;
-  PlanChooserOptions options;
+  PlanChooserOptions options = Eights();
   options.cache_capacity = 1;
   PlanChooser chooser(&planner, Model(), options);
   REQUIRE(chooser.Choose({4, 64}, 1000).source == PlanSource::kPlanner);
@@ -204,7 +212,7 @@ TEST_CASE("planner errors fall back to the last good plan, else safe") {
 
 TEST_CASE("the tightest covering bucket is the last good plan") {
   ScriptedPlanner planner;
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   planner.actions = {K, R, R};
   REQUIRE(chooser.Choose({8, 512}, 1000).source == PlanSource::kPlanner);
   planner.actions = {K, K, R};
@@ -225,7 +233,7 @@ TEST_CASE("the tightest covering bucket is the last good plan") {
 
 TEST_CASE("a slow planner call does not hold other threads' local hits") {
   ScriptedPlanner planner;
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   REQUIRE(chooser.Choose({4, 100}, 1000).source == PlanSource::kPlanner);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -245,7 +253,7 @@ TEST_CASE("a slow planner call does not hold other threads' local hits") {
 TEST_CASE("no plan fits: the safe plan, with the planner's reason") {
   ScriptedPlanner planner;
   planner.status = absl::ResourceExhaustedError("smallest peak 5000");
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   PlanChoice c = chooser.Choose({4, 64}, 1000);
   CHECK(c.source == PlanSource::kSafe);
   CHECK(c.planner_status.code() == absl::StatusCode::kResourceExhausted);
@@ -254,7 +262,7 @@ TEST_CASE("no plan fits: the safe plan, with the planner's reason") {
 TEST_CASE("a failed registration falls back and is retried") {
   ScriptedPlanner planner;
   planner.register_status = absl::UnavailableError("down");
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   CHECK(chooser.Choose({4, 64}, 1000).source == PlanSource::kSafe);
   CHECK(planner.plan_calls == 0);
   planner.register_status = absl::OkStatus();
@@ -264,7 +272,7 @@ TEST_CASE("a failed registration falls back and is retried") {
 
 TEST_CASE("plans this runtime cannot run are refused") {
   ScriptedPlanner planner;
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   SECTION("OFFLOAD") {
     planner.actions = {K, Action::kOffload, K};
     PlanChoice c = chooser.Choose({4, 64}, 1000);
@@ -272,7 +280,7 @@ TEST_CASE("plans this runtime cannot run are refused") {
     CHECK(std::string(c.planner_status.message()).find("OFFLOAD") !=
           std::string::npos);
     // A runtime with a copy engine runs it.
-    PlanChooserOptions with_engine;
+    PlanChooserOptions with_engine = Eights();
     with_engine.offload = true;
     PlanChooser offloading(&planner, Model(), with_engine);
     PlanChoice o = offloading.Choose({4, 64}, 1000);
@@ -281,7 +289,7 @@ TEST_CASE("plans this runtime cannot run are refused") {
   }
   SECTION("RECOMPUTE_OFFLOAD") {
     planner.actions = {K, R, Action::kRecomputeOffload};
-    PlanChooserOptions with_engine;
+    PlanChooserOptions with_engine = Eights();
     with_engine.offload = true;
     PlanChooser offloading(&planner, Model(), with_engine);
     PlanChoice c = offloading.Choose({4, 64}, 1000);
@@ -314,7 +322,7 @@ TEST_CASE("plans this runtime cannot run are refused") {
 
 TEST_CASE("bad features get the safe plan without a planner call") {
   ScriptedPlanner planner;
-  PlanChooser chooser(&planner, Model());
+  PlanChooser chooser(&planner, Model(), Eights());
   PlanChoice c = chooser.Choose({4}, 1000);
   CHECK(c.source == PlanSource::kSafe);
   CHECK(c.planner_status.code() == absl::StatusCode::kInvalidArgument);

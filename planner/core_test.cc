@@ -50,6 +50,14 @@ int64_t KeepAllPeak(const ModelSpec& spec, double b, double s) {
   return peak;
 }
 
+// Sequence lengths in buckets of 8 tokens (rematd --granularity seq=8):
+// for the tests of what a bucket shares.
+CoreOptions SeqBuckets8() {
+  CoreOptions options;
+  options.granularity = {{"seq", 8}};
+  return options;
+}
+
 TEST_CASE("a request that fails on its last element changes nothing") {
   PlannerCore core;
   REQUIRE(core.RegisterModel(Spec()).ok());
@@ -188,11 +196,17 @@ TEST_CASE("a model without samples collects with the safe plan") {
   REQUIRE(result->plan != nullptr);
   CHECK(result->plan->actions[0] == Action::kKeep);  // not checkpointable
   CHECK(result->plan->actions[1] == Action::kRecompute);
-  CHECK(result->bucket == std::vector<int64_t>{2, 104});  // seq rounds to 8
+  // By default every feature is its own bucket; configured, seq rounds up.
+  CHECK(result->bucket == std::vector<int64_t>{2, 100});
+  PlannerCore eights(SeqBuckets8());
+  REQUIRE(eights.RegisterModel(Spec()).ok());
+  auto rounded = eights.GetPlan({"enc", {2, 100}, int64_t{1} << 40});
+  REQUIRE(rounded.ok());
+  CHECK(rounded->bucket == std::vector<int64_t>{2, 104});
 }
 
 TEST_CASE("with samples it plans within budget and caches the bucket") {
-  PlannerCore core;
+  PlannerCore core(SeqBuckets8());
   const ModelSpec spec = Spec();
   REQUIRE(core.RegisterModel(spec).ok());
   REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
@@ -333,7 +347,7 @@ TEST_CASE("the link a model's samples measured is what its plans weigh") {
 }
 
 TEST_CASE("GetPlanIfCached answers hits and bad requests, nothing else") {
-  PlannerCore core;
+  PlannerCore core(SeqBuckets8());
   const ModelSpec spec = Spec();
   REQUIRE(core.RegisterModel(spec).ok());
   REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
@@ -488,7 +502,7 @@ TEST_CASE("concurrent planning and sampling stay consistent") {
 
 TEST_CASE("reports sent at once are all fitted, as one batch would be") {
   const ModelSpec spec = Spec();
-  PlannerCore together, one_batch;
+  PlannerCore together(SeqBuckets8()), one_batch(SeqBuckets8());
   for (PlannerCore* core : {&together, &one_batch}) {
     REQUIRE(core->RegisterModel(spec).ok());
     REQUIRE(core->AddSamples("enc", Grid(spec)).ok());

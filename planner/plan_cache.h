@@ -14,13 +14,6 @@
 
 namespace remat {
 
-// The bucket granularity per feature name that the planner and its clients
-// use unless told otherwise: sequence lengths in steps of 8 tokens; other
-// features (granularity 1) as they are.
-inline std::map<std::string, double> DefaultGranularity() {
-  return {{"seq", 8}};
-}
-
 // Rounds each feature up to a multiple of its granularity (> 0), so a plan
 // cached for a bucket is sized for the bucket's largest member.
 // Preconditions: granularity.size() == features.size(); every feature in

@@ -468,7 +468,7 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
                   "trainers' GetPlan deadline)");
   app->add_option("--granularity", f->granularity,
                   "Bucket granularity, feature=value (repeatable; default "
-                  "seq=8)");
+                  "none: every feature in steps of 1, a plan per value)");
 }
 
 absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
