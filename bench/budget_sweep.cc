@@ -25,7 +25,9 @@
 // exact against exact_recompute where the two ran the same plans: the
 // run's noise; and step by step, the least of the medians above among the
 // strategies that recompute and fit, beside the spread of that ratio on
-// the steps where the plans were the same), and an SVG per model
+// the steps where the plans were the same; and each point where exact's
+// median trails such a strategy, with the rounds exact won all the same),
+// and an SVG per model
 // (--svg-dir/budget_sweep_<model>.svg): throughput against budget, one
 // line per strategy, points over budget crossed.
 //
@@ -342,7 +344,10 @@ void SweepModel(const std::string& model,
   // differs from exact's, the median of its step time over exact's (above
   // 1: exact is ahead), the least of those medians, and the 10th and 90th
   // percentiles of that ratio over every step where the plans were the
-  // same (what one step's ratio cannot tell apart from 1).
+  // same (what one step's ratio cannot tell apart from 1). Last, every
+  // point where exact's median trails such a strategy, with the rounds in
+  // which exact was faster all the same: with plans of equal cost the
+  // medians fall either way, and the rounds say which way the run leans.
   const auto same_plans = [&](size_t b) {
     const std::vector<StepRecord>& x = points[b][exact].records;
     const std::vector<StepRecord>& y = points[b][recompute_only].records;
@@ -362,6 +367,7 @@ void SweepModel(const std::string& model,
     double least_step_lead = 1e9;
     std::string least_step_lead_at;
     std::vector<double> same_plan_steps;
+    nlohmann::json trails = nlohmann::json::array();
     for (size_t b = 0; b < fractions.size(); ++b) {
       // Where recomputing every block fits the largest input, and did:
       // below that `all` fits only the batches that were drawn, and those
@@ -376,6 +382,27 @@ void SweepModel(const std::string& model,
         same_plan_steps.insert(same_plan_steps.end(), same.begin(),
                                same.end());
         const std::vector<double> differ = StepRatios(x, y, true);
+        if (median[b][exact] < median[b][i]) {
+          // Where exact's median trails one that recomputes and fits: in
+          // how many rounds it was faster all the same (each round pairs
+          // the two on the same batches), and how often their plans
+          // differed at all.
+          const int point_rounds = std::min(rounds, steps_at(b));
+          const std::vector<double> xs = RoundMs(x, point_rounds);
+          const std::vector<double> ys = RoundMs(y, point_rounds);
+          int faster = 0;
+          for (int r = 0; r < point_rounds; ++r) faster += xs[r] < ys[r];
+          trails.push_back(
+              {{"strategy", strategies[i]},
+               {"budget_fraction", fractions[b]},
+               {"exact_vs_it", median[b][exact] / median[b][i]},
+               {"rounds_exact_faster", faster},
+               {"rounds", point_rounds},
+               {"steps_plans_differ", differ.size()},
+               {"its_step_time_vs_exact_where_plans_differ",
+                differ.empty() ? nlohmann::json(nullptr)
+                               : nlohmann::json(Percentile(differ, 0.5))}});
+        }
         if (differ.empty()) continue;
         const double lead = Percentile(differ, 0.5);
         if (lead < least_step_lead) {
@@ -424,6 +451,7 @@ void SweepModel(const std::string& model,
                                     : nlohmann::json(least_step_lead)},
         {"others_step_time_vs_exact_where_plans_differ_min_at",
          least_step_lead_at},
+        {"exact_trails_where_others_recompute_and_fit", trails},
         {"step_time_vs_exact_where_plans_match_p10_p90",
          same_plan_steps.empty()
              ? nlohmann::json(nullptr)
@@ -460,7 +488,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> strategies = StrategyNames();
   std::vector<double> fractions;
   for (int i = 2; i <= 10; ++i) fractions.push_back(i / 10.0);
-  int warmup = 20, steps = 180, steps_below_safe = 12, rounds = 5;
+  int warmup = 20, steps = 180, steps_below_safe = 12, rounds = 9;
   std::string svg_dir = "bench";
   bool verbose = false;
   CLI::App app{"Every strategy's throughput and steps over budget against "

@@ -42,8 +42,13 @@ done
 check=$(grep '"bench":"budget_sweep_check"' "$dir/out.json")
 for field in exact_points_over_budget exact_vs_best_fitting_other_min \
   others_step_time_vs_exact_where_plans_differ_min \
-  step_time_vs_exact_where_plans_match_p10_p90; do
+  step_time_vs_exact_where_plans_match_p10_p90 \
+  exact_trails_where_others_recompute_and_fit; do
   grep -q "\"$field\"" <<<"$check" || fail "check line lacks $field"
+done
+# A point is listed as a trail only where exact's median is behind.
+for r in $(grep -o '"exact_vs_it":[0-9.e+-]*' <<<"$check" | cut -d: -f2); do
+  awk -v r="$r" 'BEGIN { exit !(r < 1) }' || fail "a trail with exact_vs_it $r"
 done
 # -v: one step line per strategy, budget and step, with the plan as a
 # letter per block.
