@@ -212,7 +212,8 @@ void PlannedSteps(int steps, int seq_granularity) {
       "{\"bench\":\"memory_model_planned\",\"buckets\":\"%s\","
       "\"steps\":%d,\"planned_steps\":%zu,\"steps_above_prediction\":%d,"
       "\"within_1_08\":%.3f,\"ratio\":%s}\n",
-      seq_granularity == 1 ? "per_shape" : "seq_8", steps, ratios.size(), above,
+      seq_granularity == 1 ? "per_shape" : "seq_8", steps, ratios.size(),
+      above,
       static_cast<double>(within) / static_cast<double>(ratios.size()),
       Summary(ratios).c_str());
 }
