@@ -13,6 +13,14 @@
 // log-normal (median 160 tokens) clipped to [32, 512], like SQuAD's
 // question+context lengths; batch sizes vary uniformly in [1, 32].
 //
+// --model cnn replaces the encoder with a ResNet-50-like CNN trained on
+// multi-scale images (DELTA's setting), three features: batch size (4..16)
+// and image height and width (multiples of 32 in [64, 512], each drawn
+// alone). A stem, 16 bottleneck blocks in four stages of 3, 4, 6 and 3 (the
+// first of stages 2..4 halving the resolution) and a pooling head; every
+// block's quantities follow b*h*w (channels times the pixels at its
+// stage's resolution) plus a constant, with the same noise.
+//
 // The ground truth of a step is its measured keep-all peak: base plus every
 // block's measured act_bytes (the memory model with nothing recomputed). With
 // --trace, a recorded trace replaces the generator: the truth is peak_bytes
@@ -47,6 +55,7 @@ struct Config {
   int test = 500;
   uint64_t seed = 1;
   int layers = 12;
+  std::string model = "encoder";
   double noise = 0.03;
   std::string trace;
   std::string write_trace;
@@ -99,22 +108,86 @@ std::vector<TrueCost> TrueCosts(int layers, double b, double s) {
   return out;
 }
 
+// ResNet-50's bottleneck stages: blocks per stage and mid channels.
+constexpr int kCnnStageBlocks[] = {3, 4, 6, 3};
+constexpr double kCnnStageChannels[] = {64, 128, 256, 512};
+constexpr double kCnnParams = 25.6e6;
+
+ModelSpec CnnModel() {
+  ModelSpec m;
+  m.name = "resnet50_multiscale_synthetic";
+  m.feature_names = {"batch", "height", "width"};
+  m.blocks.push_back({"stem", true});
+  for (int s = 0; s < 4; ++s) {
+    for (int b = 0; b < kCnnStageBlocks[s]; ++b) {
+      m.blocks.push_back(
+          {"stage" + std::to_string(s) + "_" + std::to_string(b), true});
+    }
+  }
+  m.blocks.push_back({"head", true});
+  return m;
+}
+
+// fp16 activations; a bottleneck of mid channels c keeps its input (4c),
+// three convolutions' outputs with their norms and ReLUs (c, c, 4c, each
+// twice) and the residual sum (4c).
+std::vector<TrueCost> CnnTrueCosts(double b, double h, double w) {
+  std::vector<TrueCost> out;
+  // Stem: 7x7 stride-2 convolution and a stride-2 pool, at 1/4 resolution.
+  const double stem_pixels = b * h * w / 16;
+  out.push_back({2 * 64 * stem_pixels * 6 + 1 * kMiB, 4 * 3 * b * h * w,
+                 118e6 * b * h * w / (224 * 224) / kFlopPerNs + 30e3});
+  double pixels = stem_pixels;
+  for (int s = 0; s < 4; ++s) {
+    const double c = kCnnStageChannels[s];
+    for (int k = 0; k < kCnnStageBlocks[s]; ++k) {
+      const double in_pixels = pixels;
+      if (s > 0 && k == 0) pixels /= 4;  // stride 2
+      const double act =
+          2 * (4 * c * in_pixels + (2 * c + 2 * c + 8 * c + 4 * c) * pixels) +
+          2 * kMiB;
+      const double flops = 2 * pixels * (4 * c * c + 9 * c * c + 4 * c * c);
+      out.push_back({act, 2 * 4 * c * in_pixels, flops / kFlopPerNs + 40e3});
+    }
+  }
+  // Head: the pooled features and the logits.
+  out.push_back({2 * 2048 * pixels + 4 * 1000 * b + 0.5 * kMiB,
+                 2 * 2048 * pixels, 2 * 2048 * pixels / kBytesPerNs + 10e3});
+  return out;
+}
+
 std::vector<Sample> Generate(const Config& c, int count) {
   std::mt19937_64 rng(c.seed);
   std::lognormal_distribution<double> seq_dist(std::log(160.0), 0.55);
   std::uniform_int_distribution<int> batch_dist(1, 32);
+  std::uniform_int_distribution<int> image_batch_dist(4, 16);
+  std::uniform_int_distribution<int> side_dist(2, 16);  // times 32 pixels
   std::normal_distribution<double> noise(0.0, c.noise);
   auto noisy = [&](double v) {
     return static_cast<int64_t>(std::llround(v * std::exp(noise(rng))));
   };
+  const bool cnn = c.model == "cnn";
   std::vector<Sample> out;
   for (int i = 0; i < count; ++i) {
-    const double seq = std::clamp(std::round(seq_dist(rng)), 32.0, 512.0);
-    const double batch = batch_dist(rng);
     Sample s;
-    s.features = {batch, seq};
+    std::vector<TrueCost> costs;
+    double batch_tensor_bytes = 0;
+    if (cnn) {
+      const double batch = image_batch_dist(rng);
+      const double height = 32.0 * side_dist(rng);
+      const double width = 32.0 * side_dist(rng);
+      s.features = {batch, height, width};
+      costs = CnnTrueCosts(batch, height, width);
+      batch_tensor_bytes = 4 * 3 * batch * height * width + 8 * batch;
+    } else {
+      const double seq = std::clamp(std::round(seq_dist(rng)), 32.0, 512.0);
+      const double batch = batch_dist(rng);
+      s.features = {batch, seq};
+      costs = TrueCosts(c.layers, batch, seq);
+      batch_tensor_bytes = 4 * 8 * batch * seq;
+    }
     int64_t act_sum = 0;
-    for (const TrueCost& t : TrueCosts(c.layers, batch, seq)) {
+    for (const TrueCost& t : costs) {
       BlockMeasurement m;
       m.act_bytes = noisy(t.act);
       m.input_bytes = noisy(t.input);
@@ -124,8 +197,9 @@ std::vector<Sample> Generate(const Config& c, int count) {
     }
     // Parameters and optimizer state are the same bytes every step; the
     // batch's tensors (ids, masks, labels) are measured.
-    s.base_bytes = static_cast<int64_t>(kParams * kBytesPerParam) +
-                   noisy(4 * 8 * batch * seq);
+    s.base_bytes =
+        static_cast<int64_t>((cnn ? kCnnParams : kParams) * kBytesPerParam) +
+        noisy(batch_tensor_bytes);
     s.peak_bytes = *s.base_bytes + act_sum;
     out.push_back(std::move(s));
   }
@@ -150,16 +224,43 @@ double Quantile(std::vector<double> v, double q) {
   return v[k - 1];
 }
 
+absl::StatusOr<std::unique_ptr<Estimator>> NewEstimator(
+    const std::string& kind, const ModelSpec& model) {
+  return kind == "remat" ? NewRematEstimator(model) : NewMimoseEstimator(model);
+}
+
+// How many samples, fed one at a time in the trace's order, the estimator
+// needs before it trusts a query inside their observed range (the first
+// sample's features); 0 when it never does within `samples`.
+absl::StatusOr<size_t> SamplesToTrust(const std::string& kind,
+                                      const ModelSpec& model,
+                                      const std::vector<Sample>& samples) {
+  auto estimator = NewEstimator(kind, model);
+  if (!estimator.ok()) return estimator.status();
+  for (size_t k = 0; k < samples.size(); ++k) {
+    if (auto s = (*estimator)->AddSamples({samples[k]}); !s.ok()) return s;
+    auto p = (*estimator)->Predict(samples[0].features);
+    if (!p.ok()) return p.status();
+    if (p->trusted) return k + 1;
+  }
+  return 0;
+}
+
 int Evaluate(const std::string& kind, const ModelSpec& model,
              const std::vector<Sample>& train, const std::vector<Sample>& test,
-             const Config& c, const std::string& source) {
-  auto made =
-      kind == "remat" ? NewRematEstimator(model) : NewMimoseEstimator(model);
+             const std::vector<Sample>& all, const Config& c,
+             const std::string& source) {
+  auto made = NewEstimator(kind, model);
   if (!made.ok()) {
     std::cerr << kind << ": " << made.status() << "\n";
     return 1;
   }
   std::unique_ptr<Estimator> estimator = std::move(*made);
+  auto trust_after = SamplesToTrust(kind, model, all);
+  if (!trust_after.ok()) {
+    std::cerr << kind << ": " << trust_after.status() << "\n";
+    return 1;
+  }
   if (auto s = estimator->AddSamples(train); !s.ok()) {
     std::cerr << kind << ": " << s << "\n";
     return 1;
@@ -196,6 +297,7 @@ int Evaluate(const std::string& kind, const ModelSpec& model,
       {"estimator", kind},
       {"source", source},
       // Generator settings; null for a recorded trace.
+      {"model", synthetic ? nlohmann::json(c.model) : nlohmann::json(nullptr)},
       {"seed", synthetic ? nlohmann::json(c.seed) : nlohmann::json(nullptr)},
       {"noise", synthetic ? nlohmann::json(c.noise) : nlohmann::json(nullptr)},
       {"blocks", model.blocks.size()},
@@ -208,6 +310,11 @@ int Evaluate(const std::string& kind, const ModelSpec& model,
       {"upper_bound_miss_rate", misses / n},
       {"p50_upper_slack", Quantile(slack, 0.5)},
       {"untrusted_rate", untrusted / n},
+      // Samples (in the trace's order) after which it first trusts a query
+      // in their range; null when it never does in this trace.
+      {"trusted_after_samples", *trust_after > 0
+                                    ? nlohmann::json(*trust_after)
+                                    : nlohmann::json(nullptr)},
   };
   std::cout << out.dump() << std::endl;
   return 0;
@@ -232,7 +339,7 @@ int Run(const Config& c) {
       return 1;
     }
   } else {
-    model = SyntheticModel(c.layers);
+    model = c.model == "cnn" ? CnnModel() : SyntheticModel(c.layers);
     samples = Generate(c, c.train + c.test);
     if (!c.write_trace.empty()) {
       if (auto s = WriteTraceCsv(c.write_trace, {model, samples}); !s.ok()) {
@@ -245,8 +352,9 @@ int Run(const Config& c) {
   const size_t end = std::min(samples.size(), k + static_cast<size_t>(c.test));
   const std::vector<Sample> train(samples.begin(), samples.begin() + k);
   const std::vector<Sample> test(samples.begin() + k, samples.begin() + end);
+  const std::vector<Sample> all(samples.begin(), samples.begin() + end);
   for (const char* kind : {"remat", "mimose"}) {
-    if (int rc = Evaluate(kind, model, train, test, c, source); rc != 0) {
+    if (int rc = Evaluate(kind, model, train, test, all, c, source); rc != 0) {
       return rc;
     }
   }
@@ -266,8 +374,13 @@ int main(int argc, char** argv) {
   app.add_option("--test", c.test, "held-out samples to evaluate")
       ->check(CLI::Range(1, 10000000));
   app.add_option("--seed", c.seed, "generator seed");
+  app.add_option("--model", c.model,
+                 "synthetic model: encoder (batch, seq) or cnn (batch, "
+                 "height, width)")
+      ->check(CLI::IsMember({"encoder", "cnn"}));
   app.add_option("--blocks", c.layers,
-                 "transformer layers (plus an embedding block and a head)")
+                 "the encoder's transformer layers (plus an embedding block "
+                 "and a head)")
       ->check(CLI::Range(1, 4000));
   app.add_option("--noise", c.noise,
                  "standard deviation of the multiplicative log-normal "
@@ -280,6 +393,7 @@ int main(int argc, char** argv) {
                  "also write the synthetic samples (train, then test) as a "
                  "trace CSV")
       ->excludes("--trace");
+  app.get_option("--trace")->excludes("--model");
   CLI11_PARSE(app, argc, argv);
   return remat::Run(c);
 }

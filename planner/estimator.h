@@ -36,11 +36,19 @@ struct EstimatorOptions {
   // value times this factor (or lies below the smallest divided by it).
   // Must be >= 1.
   double extrapolation_factor = 1.25;
-  // Distinct feature vectors needed before predictions are trusted.
-  // 0 means "the number of unknowns of the fit" (monomial count), or fewer
-  // (at least 6) once the fit vouches for itself: every byte quantity has
-  // 3 more distinct feature vectors than its selected terms and predicts
-  // each of them, left out, within 5% (estimator.cc, kVouchMinRows).
+  // When predictions (for queries in the observed range) are trusted.
+  // 0, the default: once the fit vouches for itself, whatever the number of
+  // features:
+  //   * at least 6 distinct feature vectors, and every byte quantity (each
+  //     block's act, input, workspace and transfer bytes, the base) fitted
+  //     on at least 3 more than the terms its law selected;
+  //   * for every such quantity, at least half of its rows, each left out
+  //     and predicted by the others, predicted within 10%.
+  //   A law outside the basis misses by as much however many samples
+  //   arrive, so such a model stays untrusted (Prediction's
+  //   untrusted_reason says which quantity and by how much).
+  // N > 0: trusted once N distinct feature vectors were seen, whatever
+  // the fit (estimator.cc, kVouchMinRows, says why the default is better).
   int min_distinct_samples = 0;
 };
 
