@@ -62,11 +62,14 @@ safe plan, and training goes on; failures to report are warned about once.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import sys
 import time
+import warnings
 from collections import OrderedDict, deque
-from typing import (Any, Callable, Deque, Dict, Iterable, List, Mapping,
-                    Optional, Sequence, Tuple, Union)
+from typing import (Any, Callable, Deque, Dict, Iterable, Iterator, List,
+                    Mapping, Optional, Sequence, Tuple, Union)
 
 import torch
 from torch import nn
@@ -77,7 +80,8 @@ from remat import _core
 from remat._core import Action, PlanSource
 from remat.errors import Error
 
-__all__ = ["PlannedModule", "Step", "memory_source_for", "resident_bytes"]
+__all__ = ["Applied", "PlannedModule", "Step", "apply", "memory_source_for",
+           "remove", "resident_bytes"]
 
 # The planner's range for a link's speed (planner/model.h): a copy too fast
 # for the clock would read beyond it.
@@ -114,6 +118,10 @@ def resident_bytes(module: nn.Module,
     """Bytes of ``module``'s parameters, their gradients and buffers, and of
     ``tensors``, each storage counted once: what was alive before a step
     that a relative memory source (the CPU tracker) cannot see."""
+    return _resident([module], tensors)
+
+
+def _resident(modules: Iterable[nn.Module], tensors: Iterable[Any]) -> int:
     seen = set()
     total = 0
 
@@ -128,11 +136,12 @@ def resident_bytes(module: nn.Module,
         seen.add(key)
         total += storage.nbytes()
 
-    for p in module.parameters():
-        add(p)
-        add(p.grad)
-    for b in module.buffers():
-        add(b)
+    for module in modules:
+        for p in module.parameters():
+            add(p)
+            add(p.grad)
+        for b in module.buffers():
+            add(b)
     for t in tensors:
         add(t)
     return total
@@ -144,6 +153,47 @@ def _tensor_bytes(value: Any) -> int:
     if isinstance(value, (tuple, list)):
         return sum(_tensor_bytes(v) for v in value)
     return 0
+
+
+def _tensors_in(value: Any) -> List[torch.Tensor]:
+    """The tensors in `value`: itself, or inside its tuples, lists and
+    dicts (a block's arguments)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors_in(v)]
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _tensors_in(v)]
+    return []
+
+
+def _block_input(args: Tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """What a block takes as its input (the hidden states): its first
+    positional argument, else its first keyword tensor."""
+    if args:
+        return args[0]
+    return next((v for v in kwargs.values() if isinstance(v, torch.Tensor)),
+                None)
+
+
+@contextlib.contextmanager
+def _running_stats_kept(block: nn.Module) -> Iterator[None]:
+    """A recompute leaves batch norms' running statistics as the forward
+    left them (it would otherwise update them a second time); the
+    recompute's output is the forward's either way (batch statistics in
+    training)."""
+    norms = [m for m in block.modules()
+             if isinstance(m, nn.modules.batchnorm._BatchNorm) and
+             m.training and m.track_running_stats]
+    saved = [[b.clone() for b in m.buffers()] for m in norms]
+    try:
+        yield
+    finally:
+        # Through .data: batch norm's backward holds the running statistics
+        # (unread in training) and would refuse a new version of them.
+        for m, buffers in zip(norms, saved):
+            for b, old in zip(m.buffers(), buffers):
+                b.data.copy_(old)
 
 
 def _storage_key(t: torch.Tensor) -> Optional[int]:
@@ -193,7 +243,101 @@ def _named_blocks(blocks: Blocks) -> "OrderedDict[str, nn.Module]":
     return out
 
 
-class PlannedModule(nn.Module):
+class _Planning:
+    """What a model run under remat's plans keeps between steps, shared by
+    ``PlannedModule`` and the handle ``apply`` returns: its spec, its
+    planner and plan cache, and how steps are measured and reported (the
+    options are ``PlannedModule``'s)."""
+
+    # Whether blocks run inside the model's own forward (apply): the step
+    # then measures from its start, not from the blocks' first call.
+    _in_place = False
+
+    def __init__(self,
+                 block_names: List[str],
+                 *,
+                 planner: Optional[_core.Planner] = None,
+                 name: str = "model",
+                 feature_names: Sequence[str] = ("batch",),
+                 checkpointable: Optional[Sequence[bool]] = None,
+                 memory: Optional[_core.MemorySource] = None,
+                 trace: Optional[_core.TraceRecorder] = None,
+                 solver: str = "",
+                 granularity: Optional[Mapping[str, float]] = None,
+                 cache_capacity: int = 256,
+                 preserve_rng_state: bool = True,
+                 report_outcomes: bool = True,
+                 copy_engine: Optional[_core.CopyEngine] = None,
+                 offload_min_bytes: int = 64 << 10,
+                 link_probe_bytes: int = 16 << 20,
+                 link_probe_steps: int = 8) -> None:
+        if checkpointable is None:
+            checkpointable = [True] * len(block_names)
+        if len(checkpointable) != len(block_names):
+            raise ValueError(f"checkpointable: {len(checkpointable)} values "
+                             f"for {len(block_names)} blocks; give one per "
+                             "block")
+        self.spec = _core.ModelSpec(
+            name, list(feature_names),
+            [_core.BlockSpec(n, bool(c)) for n, c in
+             zip(block_names, checkpointable)])
+        self.spec.validate()
+        self.planner = planner if planner is not None else \
+            _core.LocalPlanner()
+        self.chooser = _core.PlanChooser(
+            self.planner, self.spec, cache_capacity=cache_capacity,
+            granularity=dict(granularity or {}), solver=solver,
+            offload=copy_engine is not None,
+            offload_checkpoints=copy_engine is not None)
+        self.memory = memory
+        self.trace = trace
+        self.preserve_rng_state = preserve_rng_state
+        self.report_outcomes = report_outcomes
+        self.copy_engine = copy_engine
+        self.offload_min_bytes = offload_min_bytes
+        self.link_probe_bytes = link_probe_bytes
+        self.link_probe_steps = link_probe_steps
+        self._link_probes = 0
+        self._step: Optional[Step] = None
+        self._pending_outcome: Optional[_core.Outcome] = None
+        self._warned_report = False
+
+    @property
+    def feature_names(self) -> List[str]:
+        return list(self.spec.feature_names)
+
+    def _new_step(self, features: Mapping[str, float], budget_bytes: int,
+                  inputs: Any = ()) -> "Step":
+        if self._step is not None:
+            raise RuntimeError(f"{type(self).__name__}.step: a step is "
+                               "already running; steps do not nest")
+        missing = [n for n in self.spec.feature_names if n not in features]
+        unknown = [n for n in features if n not in self.spec.feature_names]
+        if missing or unknown:
+            raise ValueError(
+                f"features: expected exactly {self.feature_names}; "
+                + (f"missing {missing}" if missing else "")
+                + ("; " if missing and unknown else "")
+                + (f"unknown {unknown}" if unknown else ""))
+        return Step(self, [float(features[n]) for n in
+                           self.spec.feature_names], int(budget_bytes),
+                    _tensors_in(inputs))
+
+    def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
+        """What was alive before the step that a relative memory source
+        cannot see."""
+        raise NotImplementedError
+
+    def _warn_report(self, error: Exception) -> None:
+        if self._warned_report:
+            return
+        self._warned_report = True
+        print(f"remat: reporting step results for model '{self.spec.name}' "
+              f"failed ({error}); training continues. Further failures are "
+              "not logged.", file=sys.stderr)
+
+
+class PlannedModule(nn.Module, _Planning):
     """A model's blocks, run per step under remat's plans.
 
     Args:
@@ -234,63 +378,14 @@ class PlannedModule(nn.Module):
             planner knows the host link; 0: none.
     """
 
-    def __init__(self,
-                 blocks: Blocks,
-                 *,
-                 planner: Optional[_core.Planner] = None,
-                 name: str = "model",
-                 feature_names: Sequence[str] = ("batch",),
-                 checkpointable: Optional[Sequence[bool]] = None,
-                 memory: Optional[_core.MemorySource] = None,
-                 trace: Optional[_core.TraceRecorder] = None,
-                 solver: str = "",
-                 granularity: Optional[Mapping[str, float]] = None,
-                 cache_capacity: int = 256,
-                 preserve_rng_state: bool = True,
-                 report_outcomes: bool = True,
-                 copy_engine: Optional[_core.CopyEngine] = None,
-                 offload_min_bytes: int = 64 << 10,
-                 link_probe_bytes: int = 16 << 20,
-                 link_probe_steps: int = 8) -> None:
+    def __init__(self, blocks: Blocks, **options: Any) -> None:
         super().__init__()
         named = _named_blocks(blocks)
         if not all(n and "." not in n for n in named):
             raise ValueError("blocks: names must be non-empty and "
                              "contain no '.' (they name submodules)")
         self.blocks = nn.ModuleDict(named)
-        if checkpointable is None:
-            checkpointable = [True] * len(named)
-        if len(checkpointable) != len(named):
-            raise ValueError(f"checkpointable: {len(checkpointable)} values "
-                             f"for {len(named)} blocks; give one per block")
-        self.spec = _core.ModelSpec(
-            name, list(feature_names),
-            [_core.BlockSpec(n, bool(c)) for n, c in
-             zip(named, checkpointable)])
-        self.spec.validate()
-        self.planner = planner if planner is not None else \
-            _core.LocalPlanner()
-        self.chooser = _core.PlanChooser(
-            self.planner, self.spec, cache_capacity=cache_capacity,
-            granularity=dict(granularity or {}), solver=solver,
-            offload=copy_engine is not None,
-            offload_checkpoints=copy_engine is not None)
-        self.memory = memory
-        self.trace = trace
-        self.preserve_rng_state = preserve_rng_state
-        self.report_outcomes = report_outcomes
-        self.copy_engine = copy_engine
-        self.offload_min_bytes = offload_min_bytes
-        self.link_probe_bytes = link_probe_bytes
-        self.link_probe_steps = link_probe_steps
-        self._link_probes = 0
-        self._step: Optional[Step] = None
-        self._pending_outcome: Optional[_core.Outcome] = None
-        self._warned_report = False
-
-    @property
-    def feature_names(self) -> List[str]:
-        return list(self.spec.feature_names)
+        _Planning.__init__(self, list(named), **options)
 
     def step(self, features: Mapping[str, float],
              budget_bytes: int) -> "Step":
@@ -306,19 +401,10 @@ class PlannedModule(nn.Module):
             features: a value for each of ``feature_names``.
             budget_bytes: the device memory the step may use, in bytes.
         """
-        if self._step is not None:
-            raise RuntimeError("PlannedModule.step: a step is already "
-                               "running; steps do not nest")
-        missing = [n for n in self.spec.feature_names if n not in features]
-        unknown = [n for n in features if n not in self.spec.feature_names]
-        if missing or unknown:
-            raise ValueError(
-                f"features: expected exactly {self.feature_names}; "
-                + (f"missing {missing}" if missing else "")
-                + ("; " if missing and unknown else "")
-                + (f"unknown {unknown}" if unknown else ""))
-        return Step(self, [float(features[n]) for n in
-                           self.spec.feature_names], int(budget_bytes))
+        return self._new_step(features, budget_bytes)
+
+    def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
+        return resident_bytes(self, tensors)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         step = self._step
@@ -349,19 +435,10 @@ class PlannedModule(nn.Module):
             if runner is None:
                 value = block(*call_args, **kwargs)
             else:
-                value = runner.run_block(i, block, call_args, kwargs)
+                value = runner.run_block(i, block, block, call_args, kwargs)
         if runner is not None:
             runner.end_forward()
         return value
-
-    def _warn_report(self, error: Exception) -> None:
-        if self._warned_report:
-            return
-        self._warned_report = True
-        print(f"remat: reporting step results for model '{self.spec.name}' "
-              f"failed ({error}); training continues. Further failures are "
-              "not logged.", file=sys.stderr)
-
 
 class _Runner:
     """Runs blocks under one plan's actions and records what ran; with a
@@ -388,8 +465,10 @@ class _Runner:
         # model predicts).
         self.copy_wait_ns = 0
 
-    def run_block(self, i: int, block: nn.Module, args: Tuple[Any, ...],
-                  kwargs: Dict[str, Any]) -> Any:
+    def run_block(self, i: int, block: nn.Module, call: Callable[..., Any],
+                  args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        """Runs block i (`block`, called as `call`: the module itself, or
+        its own forward when remat is applied in place) under its action."""
         # The memory model counts these copies off the device from block i
         # on: a step faster than the estimates waits here rather than hold
         # more than the plan predicts.
@@ -398,7 +477,7 @@ class _Runner:
                 waiting = time.perf_counter_ns()
                 self._sent.popleft()[1].wait_copies_out()
                 self.copy_wait_ns += time.perf_counter_ns() - waiting
-        out = self._run_block(i, block, args, kwargs)
+        out = self._run_block(i, block, call, args, kwargs)
         if self.below is not None:
             # The offloaded block below comes back as this one's backward
             # begins.
@@ -420,33 +499,34 @@ class _Runner:
             self.below.prefetch()
             self.below = None
 
-    def _run_block(self, i: int, block: nn.Module, args: Tuple[Any, ...],
-                   kwargs: Dict[str, Any]) -> Any:
+    def _run_block(self, i: int, block: nn.Module, call: Callable[..., Any],
+                   args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         action = self.actions[i]
         sampler = self.sampler
         if action == Action.KEEP:
             self.actions_run[i] = action
             if sampler is None:
-                return block(*args, **kwargs)
-            self._count_transfer(i, block, args, kwargs)
-            sampler.before_block(i, _tensor_bytes(args[0]))
-            out = block(*args, **kwargs)
+                return call(*args, **kwargs)
+            self._count_transfer(i, block, call, args, kwargs)
+            sampler.before_block(i, _tensor_bytes(_block_input(args, kwargs)))
+            out = call(*args, **kwargs)
             sampler.after_block(i)
             return out
         if action == Action.RECOMPUTE_OFFLOAD and self._sends_checkpoint(
                 i, args, kwargs):
             self.actions_run[i] = action
-            return self._recompute_offload(i, block, args, kwargs)
+            return self._recompute_offload(i, block, call, args, kwargs)
         if action in (Action.RECOMPUTE, Action.RECOMPUTE_OFFLOAD):
             self.actions_run[i] = Action.RECOMPUTE
-            return self._recompute(i, block, args, kwargs)
+            return self._recompute(i, block, call, args, kwargs)
         if action == Action.OFFLOAD:
             self.actions_run[i] = action
-            return self._offload(i, block, args, kwargs)
+            return self._offload(i, block, call, args, kwargs)
         raise Error("INVALID_ARGUMENT", f"block {i}: unknown action {action}")
 
     def _count_transfer(self, i: int, block: nn.Module,
-                        args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+                        call: Callable[..., Any], args: Tuple[Any, ...],
+                        kwargs: Dict[str, Any]) -> None:
         """Tells the sampler what OFFLOAD would move for block i, as the C++
         runtime's MeasureTransfer counts it: the storages autograd saves
         while the block runs, each once, less those of its inputs,
@@ -456,9 +536,8 @@ class _Runner:
         see the saves), with the RNG state put back after it."""
         if self.owner.copy_engine is None:
             return
-        tensors = [t for t in (*args, *kwargs.values(), *block.parameters(),
-                               *block.buffers())
-                   if isinstance(t, torch.Tensor)]
+        tensors = [t for t in (*_tensors_in(args), *_tensors_in(kwargs),
+                               *block.parameters(), *block.buffers())]
         stays = {_storage_key(t) for t in tensors}
         min_bytes = self.owner.offload_min_bytes
         # Held until the count is done, so that no other storage takes the
@@ -476,15 +555,15 @@ class _Runner:
                        if t.device.type == "cuda"})
         with torch.random.fork_rng(devices=cuda), torch.enable_grad(), \
                 saved_tensors_hooks(pack, lambda _: None):
-            out = block(*args, **kwargs)
+            out = call(*args, **kwargs)
         for t in (out if isinstance(out, tuple) else (out,)):
             if isinstance(t, torch.Tensor):
                 counted.pop(_storage_key(t), None)
         self.sampler.transfer_bytes(
             i, sum(s.nbytes() for s in counted.values()))
 
-    def _offload(self, i: int, block: nn.Module, args: Tuple[Any, ...],
-                 kwargs: Dict[str, Any]) -> Any:
+    def _offload(self, i: int, block: nn.Module, call: Callable[..., Any],
+                 args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         engine = self.owner.copy_engine
         if engine is None:
             raise Error("FAILED_PRECONDITION",
@@ -495,14 +574,13 @@ class _Runner:
             self.offloader = _core.Offloader(engine,
                                              self.owner.offload_min_bytes)
         offloader = self.offloader
-        stays = [t for t in (*args, *kwargs.values())
-                 if isinstance(t, torch.Tensor)]
+        stays = _tensors_in(args) + _tensors_in(kwargs)
         stays += list(block.parameters()) + list(block.buffers())
         offloader.begin_block(stays)
         out = None
         try:
             with saved_tensors_hooks(offloader.pack, _unpack):
-                out = block(*args, **kwargs)
+                out = call(*args, **kwargs)
         finally:
             outputs = [t for t in (out if isinstance(out, tuple) else (out,))
                        if isinstance(t, torch.Tensor)]
@@ -523,24 +601,28 @@ class _Runner:
             return False
         if not torch.is_grad_enabled():
             return False
-        if any(isinstance(v, torch.Tensor) and v.requires_grad
-               for v in kwargs.values()):
+        if any(t.requires_grad for t in _tensors_in(kwargs)):
+            return False
+        # Reentrant checkpointing passes gradients to tensor arguments only:
+        # one inside a tuple (Llama's position embeddings) would get none.
+        if any(not isinstance(a, torch.Tensor) and
+               any(t.requires_grad for t in _tensors_in(a)) for a in args):
             return False
         return any(isinstance(a, torch.Tensor) and a.requires_grad
                    for a in args)
 
     def _recompute_offload(self, i: int, block: nn.Module,
-                           args: Tuple[Any, ...],
+                           call: Callable[..., Any], args: Tuple[Any, ...],
                            kwargs: Dict[str, Any]) -> Any:
         if self.offloader is None:
             self.offloader = _core.Offloader(self.owner.copy_engine,
                                              self.owner.offload_min_bytes)
         offloader = self.offloader
         # Reentrant checkpointing takes no keyword arguments: bound here.
-        run = self._checkpointed(i, block, kwargs)
+        run = self._checkpointed(i, block, call, kwargs)
         # Keyword tensors, parameters and buffers stay; the positional
         # inputs (the checkpoint, saved by reentrant checkpointing) go.
-        stays = [t for t in kwargs.values() if isinstance(t, torch.Tensor)]
+        stays = _tensors_in(kwargs)
         stays += list(block.parameters()) + list(block.buffers())
         offloader.begin_block(stays)
         out = None
@@ -552,10 +634,10 @@ class _Runner:
             outputs = [t for t in (out if isinstance(out, tuple) else (out,))
                        if isinstance(t, torch.Tensor)]
             self._group = offloader.end_block(outputs)
-        self._measure_backward(i, args)
+        self._measure_backward(i, args, kwargs)
         return out
 
-    def _checkpointed(self, i: int, block: nn.Module,
+    def _checkpointed(self, i: int, block: nn.Module, call: Callable[..., Any],
                       bound: Dict[str, Any]) -> Callable[..., Any]:
         """Block i as checkpointing calls it (with `bound` keyword
         arguments): the first call is the forward, later ones recompute
@@ -569,33 +651,36 @@ class _Runner:
             calls[0] += 1
             if calls[0] == 1:
                 if sampler is not None:
-                    self._count_transfer(i, block, a, k)
-                return block(*a, **k)  # forward: nothing is saved
+                    self._count_transfer(i, block, call, a, k)
+                return call(*a, **k)  # forward: nothing is saved
             self.recomputes[i] += 1
-            if sampler is None:
-                return block(*a, **k)
-            sampler.before_block(i, _tensor_bytes(a[0]))
-            out = block(*a, **k)
-            # The output is alive here, as it is in a KEEP block's forward:
-            # the block's activations are what it saved plus its output.
-            sampler.after_block(i)
-            return out
+            with _running_stats_kept(block):
+                if sampler is None:
+                    return call(*a, **k)
+                sampler.before_block(i, _tensor_bytes(_block_input(a, k)))
+                out = call(*a, **k)
+                # The output is alive here, as it is in a KEEP block's
+                # forward: the block's activations are what it saved plus
+                # its output.
+                sampler.after_block(i)
+                return out
 
         return run
 
-    def _measure_backward(self, i: int, args: Tuple[Any, ...]) -> None:
+    def _measure_backward(self, i: int, args: Tuple[Any, ...],
+                          kwargs: Dict[str, Any]) -> None:
         """In a COLLECT step, block i's backward is done when the gradient
         of its input is (then its workspace window closes)."""
         sampler = self.sampler
-        first = args[0] if args else None
+        first = _block_input(args, kwargs)
         if (sampler is not None and isinstance(first, torch.Tensor) and
                 first.requires_grad):
             first.register_hook(
                 lambda grad: (sampler.after_backward(i), grad)[1])
 
-    def _recompute(self, i: int, block: nn.Module, args: Tuple[Any, ...],
-                   kwargs: Dict[str, Any]) -> Any:
-        run = self._checkpointed(i, block, {})
+    def _recompute(self, i: int, block: nn.Module, call: Callable[..., Any],
+                   args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        run = self._checkpointed(i, block, call, {})
         preserve = self.owner.preserve_rng_state
         if self.sampler is None:
             return checkpoint(run, *args, use_reentrant=False,
@@ -605,11 +690,63 @@ class _Runner:
         with set_checkpoint_early_stop(False):
             out = checkpoint(run, *args, use_reentrant=False,
                              preserve_rng_state=preserve, **kwargs)
-        self._measure_backward(i, args)
+        self._measure_backward(i, args, kwargs)
         return out
 
 
-class Step:
+class _InPlaceRun:
+    """Runs a model's blocks as its own forward calls them (apply): each
+    block once, in the declared order. Needs ``_owner``, ``_runner``,
+    ``_next_block`` and ``_misused``."""
+
+    def _block(self, i: int, block: nn.Module, call: Callable[..., Any],
+               args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        """Block i of a model under apply, called by the model's forward.
+        A block out of order is an error before it runs (and marks the run
+        misused: a step then reports nothing)."""
+        names = [b.name for b in self._owner.spec.blocks]
+        if i != self._next_block:
+            self._misused = True
+            if i < self._next_block:
+                raise Error(
+                    "FAILED_PRECONDITION",
+                    f"block '{names[i]}' ran twice in one step: a step runs "
+                    "the model's forward once (begin a step per batch), and "
+                    "remat.torch.apply takes blocks that forward calls once "
+                    "each")
+            raise Error(
+                "FAILED_PRECONDITION",
+                f"block '{names[i]}' ran before block '{names[self._next_block]}': "
+                "give remat.torch.apply the blocks in the order the model's "
+                "forward calls them, and only blocks it calls on every "
+                "batch")
+        self._next_block += 1
+        out = self._runner.run_block(i, block, call, args, kwargs)
+        if self._next_block == len(names):
+            self._runner.end_forward()
+        return out
+
+
+    def _check_all_ran(self) -> None:
+        """At the end of a run without an exception: every block ran."""
+        names = [b.name for b in self._owner.spec.blocks]
+        if self._next_block == 0:
+            self._misused = True
+            raise Error("FAILED_PRECONDITION",
+                        "the step ended without running any of its "
+                        f"blocks ({names[0]}, ...): call the model's "
+                        "forward, with gradients enabled, inside "
+                        "`with handle.step(...)`")
+        if self._next_block < len(names):
+            self._misused = True
+            raise Error("FAILED_PRECONDITION",
+                        f"block '{names[self._next_block]}' (and any "
+                        "after it) never ran in this step: give "
+                        "remat.torch.apply only the blocks the model's "
+                        "forward calls on every batch")
+
+
+class Step(_InPlaceRun):
     """One step under a plan (``PlannedModule.step``).
 
     Attributes:
@@ -628,9 +765,12 @@ class Step:
         error: what reporting failed with, if it did (training goes on).
     """
 
-    def __init__(self, owner: PlannedModule, features: List[float],
-                 budget_bytes: int) -> None:
+    def __init__(self, owner: _Planning, features: List[float],
+                 budget_bytes: int,
+                 inputs: Sequence[torch.Tensor] = ()) -> None:
         self._owner = owner
+        # The batch's tensors, alive before the step (apply's steps).
+        self._inputs = list(inputs)
         self.features = features
         self.budget_bytes = budget_bytes
         if owner._pending_outcome is not None:
@@ -657,6 +797,10 @@ class Step:
         self._ooms_at_start = 0
         self._start_ns = 0
         self._device = torch.device("cpu")
+        # In place: the next block the model's forward should call, and
+        # whether remat was misused in this step (then nothing is reported).
+        self._next_block = 0
+        self._misused = False
 
     @property
     def actions_run(self) -> List[Optional[Action]]:
@@ -679,11 +823,25 @@ class Step:
         return self.choice.source
 
     def __enter__(self) -> "Step":
-        self._owner._step = self
+        owner = self._owner
+        if owner._in_place:
+            owner._check_blocks()
+            self._begin(self._inputs)
+        owner._step = self
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._owner._step = None
+        owner = self._owner
+        owner._step = None
+        if owner._in_place and not self._misused and exc_type is None:
+            try:
+                self._check_all_ran()
+            finally:
+                if self._misused:
+                    self._abandon()
+        if self._misused:
+            self._abandon()
+            return
         self._finish(unwinding=exc_type is not None)
 
     # -- forward ------------------------------------------------------------
@@ -692,19 +850,23 @@ class Step:
         if self._began:
             raise RuntimeError("PlannedModule: forward runs once per step; "
                                "begin a new step for the next batch")
+        self._begin(_tensors_in(args) + _tensors_in(kwargs))
+        return self._owner._run(self._runner, args, kwargs)
+
+    def _begin(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Starts measuring: what is alive now (`tensors`, the model, ...)
+        is the step's base."""
         self._began = True
         self._start_ns = time.perf_counter_ns()
-        self._device = next((t.device for t in (*args, *kwargs.values())
-                             if isinstance(t, torch.Tensor)),
-                            torch.device("cpu"))  # where the link probe lives
         owner = self._owner
+        # Where the link probe lives.
+        self._device = next((t.device for t in tensors), torch.device("cpu"))
         memory = owner.memory
         if memory is not None:
             self._ooms_at_start = memory.out_of_memory_count()
             self._attachment = memory.attach()
             if not memory.absolute():
-                self._resident_bytes = resident_bytes(
-                    owner, list(args) + list(kwargs.values()))
+                self._resident_bytes = owner._resident_bytes(tensors)
             if self.collect:
                 sampler = _core.BlockSampler(memory, len(self.actions))
                 sampler.begin_step(self._resident_bytes)
@@ -712,7 +874,14 @@ class Step:
             else:
                 memory.reset_peak()
                 self._begin_bytes = memory.current_bytes()
-        return owner._run(self._runner, args, kwargs)
+
+    def _abandon(self) -> None:
+        """Stops measuring a step that remat was misused in: nothing is
+        reported."""
+        self._finished = True
+        if self._attachment is not None:
+            self._attachment.detach()
+            self._attachment = None
 
     def _measure_link(self) -> None:
         """Adds the host link's bandwidth to a COLLECT step's sample, timed
@@ -811,3 +980,284 @@ class Step:
             outcome.copy_wait_ns = min(int(self._runner.copy_wait_ns),
                                        int(step_ns))
         return outcome
+
+
+# -- in place --------------------------------------------------------------
+
+
+class _BlockForward:
+    """A block's forward while remat is applied: an attribute of the block
+    that shadows its class's forward, so that its ``__call__`` (hooks
+    included) and the model's own forward stay as they are. Inside a step
+    it runs the block under the step's plan; outside one, as before."""
+
+    def __init__(self, handle: "Applied", index: int, module: nn.Module,
+                 call: Callable[..., Any]) -> None:
+        self.handle = handle
+        self.index = index
+        self.module = module
+        self.call = call  # the forward it shadows
+        self._signature: Optional[inspect.Signature] = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        step = self.handle._step
+        if step is None or not torch.is_grad_enabled():
+            return self.call(*args, **kwargs)
+        if self._signature is None:
+            self._signature = inspect.signature(self.call)
+        args, kwargs = _without_cache(self.module, self._signature, args,
+                                      kwargs)
+        return step._block(self.index, self.module, self.call, args, kwargs)
+
+    def __reduce__(self) -> Any:
+        # A pickled (or deep-copied) model is the model without remat: its
+        # blocks run their own forward.
+        return (getattr, (self.module, "forward"))
+
+
+# The parameters in which Hugging Face's layers take their KV cache.
+_CACHE_PARAMETERS = ("past_key_values", "layer_past")
+
+
+def _without_cache(module: nn.Module, signature: inspect.Signature,
+                   args: Tuple[Any, ...], kwargs: Dict[str, Any]
+                   ) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    """A Hugging Face layer's arguments without its KV cache (positional or
+    keyword), as its own checkpointing runs it: a layer that writes the
+    cache would write it again when recomputed, and a training step reads
+    no cache. Other blocks' arguments as they are."""
+    if getattr(module, "_can_checkpoint_with_cache", True):
+        return args, kwargs
+    bound = signature.bind_partial(*args, **kwargs)
+    for name in _CACHE_PARAMETERS:
+        if bound.arguments.get(name) is not None:
+            bound.arguments[name] = None
+    if bound.arguments.get("use_cache"):
+        bound.arguments["use_cache"] = False
+    return bound.args, bound.kwargs
+
+
+def _hf_checkpointing(module: nn.Module) -> bool:
+    """Whether Hugging Face's gradient checkpointing is on in `module`."""
+    return any(getattr(m, "gradient_checkpointing", False) is True
+               for m in module.modules())
+
+
+def _optimizer_tensors(optimizer: Optional[torch.optim.Optimizer]
+                       ) -> List[torch.Tensor]:
+    if optimizer is None:
+        return []
+    return [t for state in optimizer.state.values()
+            for t in _tensors_in(state)]
+
+
+class Applied(_Planning):
+    """A model whose blocks run under remat's plans, in place
+    (``remat.torch.apply``). Steps, options and attributes are
+    ``PlannedModule``'s; the model itself is unchanged.
+
+    Attributes:
+        blocks: the blocks, in the order the model's forward calls them.
+        model, optimizer: what ``apply`` was given (or None).
+    """
+
+    _in_place = True
+
+    def __init__(self, named: List[Tuple[str, nn.Module]],
+                 model: Optional[nn.Module],
+                 optimizer: Optional[torch.optim.Optimizer],
+                 options: Dict[str, Any]) -> None:
+        _Planning.__init__(self, [n for n, _ in named], **options)
+        self.blocks = [m for _, m in named]
+        self.model = model
+        self.optimizer = optimizer
+        self._check_blocks()
+        if model is None and self.memory is not None and \
+                not self.memory.absolute():
+            warnings.warn(
+                "remat.torch.apply: without model=, a step on this memory "
+                "source counts the blocks' parameters and the batch only, "
+                "not the rest of the model (embeddings, head) nor the "
+                "optimizer's state; pass model= and optimizer= so that "
+                "budget_bytes bounds everything the step holds",
+                stacklevel=3)
+        for i, module in enumerate(self.blocks):
+            module.forward = _BlockForward(self, i, module, module.forward)
+
+    def step(self, features: Mapping[str, float], budget_bytes: int, *,
+             inputs: Any = ()) -> Step:
+        """One training step under a plan, as a context manager: run the
+        model's forward (once) and backward inside it.
+
+        Args:
+            features: a value for each of ``feature_names``.
+            budget_bytes: the device memory the whole step may use, in
+                bytes: parameters, gradients, optimizer state, the batch,
+                and every activation inside and outside the blocks.
+            inputs: the batch's tensors (a tensor, or a tuple, list or dict
+                of them, e.g. a tokenizer's output), alive before the step:
+                counted in it on a relative memory source (the CPU's).
+        """
+        return self._new_step(features, budget_bytes, inputs)
+
+    def with_actions(self, actions: Sequence[Action]) -> "_Forced":
+        """A context manager in which the model's forward runs its blocks
+        under ``actions`` (one per block), outside any step: no planner, no
+        measurement (``PlannedModule.forward_with``). Raises remat.Error
+        (INVALID_ARGUMENT) for actions this model cannot run, OFFLOAD
+        without a copy engine among them."""
+        return _Forced(self, actions)
+
+    def remove(self) -> None:
+        """Restores the blocks' own forward: the model is as it was before
+        ``apply``. Idempotent."""
+        if self._step is not None:
+            raise RuntimeError("remat.torch.remove: a step is running; "
+                               "remove after it")
+        for module in self.blocks:
+            wrapper = module.__dict__.get("forward")
+            if isinstance(wrapper, _BlockForward) and wrapper.handle is self:
+                del module.forward
+                if wrapper.call != getattr(module, "forward"):
+                    module.forward = wrapper.call  # someone else's, kept
+
+    def _check_blocks(self) -> None:
+        for spec, module in zip(self.spec.blocks, self.blocks):
+            if _hf_checkpointing(module):
+                raise Error(
+                    "FAILED_PRECONDITION",
+                    f"block '{spec.name}' has Hugging Face's gradient "
+                    "checkpointing on: two checkpointing layers nest badly. "
+                    "Turn it off (model.gradient_checkpointing_disable()); "
+                    "remat recomputes what each step's plan says")
+
+    def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
+        modules = [self.model] if self.model is not None else self.blocks
+        return _resident(modules, [*tensors,
+                                   *_optimizer_tensors(self.optimizer)])
+
+
+class _Forced(_InPlaceRun):
+    """``Applied.with_actions``: one forward under fixed actions."""
+
+    def __init__(self, owner: Applied, actions: Sequence[Action]) -> None:
+        actions = list(actions)
+        _core.PlanChooser.check_actions(owner.spec, actions,
+                                        owner.copy_engine is not None,
+                                        owner.copy_engine is not None)
+        self._owner = owner
+        self._runner = _Runner(owner, actions)
+        self._next_block = 0
+        self._misused = False
+
+    def __enter__(self) -> "_Forced":
+        if self._owner._step is not None:
+            raise RuntimeError("with_actions: a step is running")
+        self._owner._check_blocks()
+        self._owner._step = self
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._owner._step = None
+        if exc_type is None and not self._misused:
+            self._check_all_ran()
+
+
+def _applied_blocks(blocks: Union[Blocks, Sequence[nn.Module]],
+                    model: Optional[nn.Module]
+                    ) -> List[Tuple[str, nn.Module]]:
+    """(name, module) per block: a module's name in `model` when given,
+    else its index or the name it was given."""
+    if isinstance(blocks, nn.Module) and not isinstance(
+            blocks, (nn.ModuleList, nn.Sequential, nn.ModuleDict)):
+        raise TypeError("blocks: expected an nn.ModuleList, nn.Sequential, "
+                        "nn.ModuleDict, a list of modules or (name, module) "
+                        f"pairs, got {type(blocks).__name__}")
+    items = list(blocks.items()) if isinstance(
+        blocks, (Mapping, nn.ModuleDict)) else list(blocks)
+    modules = [m[1] if isinstance(m, tuple) and len(m) == 2 else m
+               for m in items]
+    ids = [id(m) for m in modules]
+    for i, module in enumerate(modules):
+        if not isinstance(module, nn.Module):
+            continue  # _named_blocks says what is wrong
+        if ids.index(id(module)) != i:
+            raise ValueError(f"blocks[{i}] is blocks[{ids.index(id(module))}]"
+                             " again; each block runs once per forward")
+        inner = {id(m) for m in module.modules()} - {id(module)}
+        nested = [j for j, other in enumerate(ids) if other in inner]
+        if nested:
+            raise ValueError(f"blocks[{nested[0]}] lies inside blocks[{i}]; "
+                             "give blocks that do not contain each other")
+        if isinstance(module.__dict__.get("forward"), _BlockForward):
+            raise ValueError(f"blocks[{i}] is already under remat; remove "
+                             "that handle first (remat.torch.remove)")
+    if items and all(isinstance(m, nn.Module) for m in items):
+        qualified = {id(m): n for n, m in model.named_modules()} \
+            if model is not None else {}
+        missing = [i for i, m in enumerate(items)
+                   if model is not None and id(m) not in qualified]
+        if missing:
+            raise ValueError(f"blocks[{missing[0]}] is not a submodule of "
+                             "model=; give the blocks of that model")
+        items = [(qualified.get(id(m), str(i)), m)
+                 for i, m in enumerate(items)]
+    named = _named_blocks(items)
+    return list(named.items())
+
+
+def apply(blocks: Union[Blocks, Sequence[nn.Module]], *,
+          model: Optional[nn.Module] = None,
+          optimizer: Optional[torch.optim.Optimizer] = None,
+          **options: Any) -> Applied:
+    """Runs an existing model's blocks under remat's plans, in place.
+
+    The model's own forward runs unchanged: inside ``with
+    handle.step(features, budget_bytes):`` each block runs under the step's
+    plan (KEEP, RECOMPUTE, OFFLOAD, RECOMPUTE_OFFLOAD; COLLECT's
+    measurements), outside a step as before. Parameters, ``state_dict()``
+    keys, ``.to()``, optimizers and ``torch.save`` see the model as
+    without remat; ``remove(handle)`` restores it::
+
+        model = LlamaForCausalLM(config)
+        optimizer = torch.optim.AdamW(model.parameters())
+        handle = remat.torch.apply(model.model.layers, model=model,
+                                   optimizer=optimizer, name="llama",
+                                   feature_names=["batch", "seq"],
+                                   memory=memory_source_for("cpu"))
+        for batch in loader:
+            b, s = batch["input_ids"].shape
+            with handle.step({"batch": b, "seq": s}, budget, inputs=batch):
+                model(**batch).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    Args:
+        blocks: the blocks in the order the model's forward calls them,
+            each once per forward: an ``nn.ModuleList`` (e.g.
+            ``model.model.layers``), an ``nn.Sequential``, a list of
+            modules (e.g. a ResNet's bottlenecks across its stages), a
+            mapping of names to modules, or ``(name, module)`` pairs.
+            Blocks may take any arguments (tensors, tuples of tensors,
+            masks, None, Python values) and return a tensor or a tuple.
+        model: the whole model: names the blocks (``model.layers.0``) and,
+            on a relative memory source (the CPU's), its parameters,
+            gradients and buffers count in every step's budget.
+        optimizer: its state counts in every step's budget likewise.
+        options: ``PlannedModule``'s keywords (planner, name,
+            feature_names, checkpointable, memory, trace, solver,
+            granularity, cache_capacity, preserve_rng_state,
+            report_outcomes, copy_engine, offload_min_bytes,
+            link_probe_bytes, link_probe_steps).
+
+    Raises remat.Error (FAILED_PRECONDITION) when a block has Hugging
+    Face's gradient checkpointing on; inside a step, when a block runs out
+    of the declared order, twice, or not at all (nothing of that step is
+    reported).
+    """
+    return Applied(_applied_blocks(blocks, model), model, optimizer, options)
+
+
+def remove(handle: Applied) -> None:
+    """Restores the model ``apply`` changed (``handle.remove()``)."""
+    handle.remove()

@@ -1,0 +1,306 @@
+"""remat.torch.apply on models it did not write: Hugging Face's Llama, GPT-2
+and BERT (transformers, tiny configs, random weights) and torchvision's
+ResNet-18, each running its own forward. Under every kind of plan the loss
+and every gradient are the plain model's, bit for bit (dropout on); planned
+steps stay within their budget as measured; the model is otherwise
+untouched; misuse is an error that names the block and the fix."""
+
+import copy
+import io
+import random
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import remat
+from remat import Action
+from remat.torch import apply, memory_source_for, remove
+
+transformers = pytest.importorskip("transformers")
+torchvision = pytest.importorskip("torchvision")
+
+VOCAB = 96
+K, R, O, RO = (Action.KEEP, Action.RECOMPUTE, Action.OFFLOAD,
+               Action.RECOMPUTE_OFFLOAD)
+
+
+def llama():
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=256, attention_dropout=0.1,
+        attn_implementation="eager")
+    model = transformers.LlamaForCausalLM(config)
+    return model, model.model.layers
+
+
+def gpt2():
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=256,
+        attn_implementation="eager")  # dropout 0.1 by default
+    model = transformers.GPT2LMHeadModel(config)
+    return model, model.transformer.h
+
+
+def bert():
+    config = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=3,
+        num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=256, attn_implementation="eager")
+    model = transformers.BertForMaskedLM(config)
+    return model, model.bert.encoder.layer
+
+
+def resnet18():
+    model = torchvision.models.resnet18(num_classes=10)
+    return model, [*model.layer1, *model.layer2, *model.layer3,
+                   *model.layer4]
+
+
+LANGUAGE_MODELS = {"llama": llama, "gpt2": gpt2, "bert": bert}
+
+
+def text_batch(batch: int, seq: int, seed: int):
+    """Token ids with right padding (a mask of zeros past each length)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, VOCAB, (batch, seq), generator=g)
+    lengths = torch.randint(seq // 2, seq + 1, (batch,), generator=g)
+    lengths[0] = seq
+    mask = (torch.arange(seq)[None, :] < lengths[:, None]).long()
+    labels = ids.masked_fill(mask == 0, -100)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def image_batch(batch: int, height: int, width: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(batch, 3, height, width, generator=g),
+            torch.randint(0, 10, (batch,), generator=g))
+
+
+def loss_of(model, batch):
+    if isinstance(batch, dict):
+        return model(**batch).loss
+    images, labels = batch
+    return nn.functional.cross_entropy(model(images), labels)
+
+
+def run(model, batch, seed):
+    """One forward and backward from a fixed RNG state: loss, gradients."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    loss = loss_of(model, batch)
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone()
+                           for n, p in model.named_parameters()
+                           if p.grad is not None}
+
+
+def mixes(n: int, count: int, seed: int):
+    """`count` action mixes over n blocks (every one when there are no
+    more), always including all-OFFLOAD and all-RECOMPUTE_OFFLOAD."""
+    every = 4 ** n
+    codes = range(every) if every <= count else \
+        random.Random(seed).sample(range(every), count)
+    choices = [K, R, O, RO]
+    out = [[O] * n, [RO] * n]
+    for code in codes:
+        out.append([choices[code // 4 ** i % 4] for i in range(n)])
+    return out
+
+
+def check_mixes_match_plain(make, batch, count):
+    torch.manual_seed(0)
+    model, blocks = make()
+    model.train()
+    plain = copy.deepcopy(model)
+    keys = list(model.state_dict().keys())
+    names = [n for n, _ in model.named_parameters()]
+    engine = remat.CopyEngine("cpu")
+    handle = apply(blocks, model=model, name="m", copy_engine=engine,
+                   offload_min_bytes=0)
+    assert list(model.state_dict().keys()) == keys
+    assert [n for n, _ in model.named_parameters()] == names
+    for k, actions in enumerate(mixes(len(handle.blocks), count, 1)):
+        want_loss, want = run(plain, batch, seed=k)
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(k)
+        with handle.with_actions(actions):
+            loss = loss_of(model, batch)
+        loss.backward()
+        assert torch.equal(loss.detach(), want_loss), actions
+        got = {n: p.grad for n, p in model.named_parameters()
+               if p.grad is not None}
+        assert got.keys() == want.keys()
+        assert all(torch.equal(got[n], want[n]) for n in want), actions
+        # Buffers (batch norms' running statistics) as the plain model's:
+        # a recompute does not update them a second time.
+        for (n, b), (_, c) in zip(model.named_buffers(),
+                                  plain.named_buffers()):
+            assert torch.equal(b, c), (n, actions)
+        assert engine.stats().pending_copies == 0
+    assert engine.stats().bytes_to_host > 0
+    remove(handle)
+    assert all("forward" not in m.__dict__ for m in handle.blocks)
+
+
+@pytest.mark.parametrize("family", sorted(LANGUAGE_MODELS))
+def test_language_models_match_the_plain_model_under_every_kind_of_plan(
+        family):
+    # Every mix for the three layers of Llama; 24 (and the all-OFFLOAD and
+    # all-RECOMPUTE_OFFLOAD plans) for the others.
+    count = 64 if family == "llama" else 24
+    check_mixes_match_plain(LANGUAGE_MODELS[family], text_batch(3, 19, 1),
+                            count)
+
+
+def test_resnet_matches_the_plain_model_under_every_kind_of_plan():
+    check_mixes_match_plain(resnet18, image_batch(2, 40, 56, 1), 16)
+
+
+def test_a_llama_trains_within_budget_with_its_optimizer_counted():
+    torch.manual_seed(0)
+    model, blocks = llama()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    memory = memory_source_for("cpu")
+    handle = apply(blocks, model=model, optimizer=optimizer, name="llama",
+                   feature_names=["batch", "seq"], memory=memory)
+    lengths = [24, 48, 96, 64, 32, 80, 56, 40, 72, 88, 96, 60] * 4
+    # The budget: 90% of the peak of a step that recomputes nothing at the
+    # longest length, with the optimizer's state present.
+    longest = text_batch(4, max(lengths), 0)
+    with handle.step({"batch": 4, "seq": max(lengths)}, 1 << 40,
+                     inputs=longest):
+        loss_of(model, longest).backward()
+    optimizer.step()
+    model.zero_grad(set_to_none=True)
+    with memory.attach():
+        memory.reset_peak()
+        begin = memory.current_bytes()
+        resident = handle._resident_bytes(list(longest.values()))
+        with handle.with_actions([K] * len(blocks)):
+            loss_of(model, longest).backward()
+        keep_peak = resident + memory.peak_bytes() - begin
+    model.zero_grad(set_to_none=True)
+    budget = int(0.9 * keep_peak)
+    planned = 0
+    for k, seq in enumerate(lengths):
+        batch = text_batch(4, seq, k)
+        with handle.step({"batch": 4, "seq": seq}, budget,
+                         inputs=batch) as step:
+            loss_of(model, batch).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        assert step.measured_peak_bytes is not None
+        if not step.collect:
+            planned += 1
+            assert step.measured_peak_bytes <= budget, (k, seq, step.actions)
+    assert planned >= len(lengths) // 2
+    state = handle.planner.model_state("llama")
+    assert state.num_samples > 0 and state.outcomes == planned
+
+
+def test_the_model_is_unchanged_for_save_load_copy_and_to():
+    torch.manual_seed(0)
+    model, blocks = llama()
+    keys = list(model.state_dict().keys())
+    handle = apply(blocks, model=model)
+    batch = text_batch(2, 12, 0)
+    want = run(model, batch, 0)[0]
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert list(loaded.state_dict().keys()) == keys
+    assert torch.equal(run(loaded, batch, 0)[0], want)
+    assert torch.equal(run(copy.deepcopy(model), batch, 0)[0], want)
+    model.to(torch.float64)
+    assert all(p.dtype == torch.float64 for p in model.parameters())
+    # Blocks still run under remat after .to(): the handle holds the same
+    # modules.
+    with handle.with_actions([R] * 3):
+        loss = loss_of(model, text_batch(2, 12, 0))
+    loss.backward()
+    assert all(p.grad.dtype == torch.float64 for p in blocks.parameters())
+    handle.remove()
+    handle.remove()  # idempotent
+
+
+def test_misuse_is_an_error_naming_the_block_and_nothing_is_reported():
+    torch.manual_seed(0)
+    model, layers = llama()
+    budget = 1 << 40
+    features = {"batch": 2, "seq": 12}
+    batch = text_batch(2, 12, 0)
+    # Out of the forward's order.
+    handle = apply(list(reversed(layers)), model=model, name="reversed",
+                   feature_names=["batch", "seq"])
+    with pytest.raises(remat.Error, match="model.layers.0.*ran before.*"
+                       "model.layers.2.*order") as e:
+        with handle.step(features, budget):
+            loss_of(model, batch).backward()
+    assert e.value.code == "FAILED_PRECONDITION"
+    assert handle.planner.model_state("reversed").num_samples == 0
+    handle.remove()
+    # Run twice in one step.
+    handle = apply(layers, model=model, name="twice",
+                   feature_names=["batch", "seq"])
+    with pytest.raises(remat.Error, match="model.layers.0.*ran twice"):
+        with handle.step(features, budget):
+            loss_of(model, batch)
+            loss_of(model, batch)
+    # Not reached, or not at all.
+    with pytest.raises(remat.Error, match="without running any"):
+        with handle.step(features, budget):
+            pass
+    with pytest.raises(ValueError, match="missing \\['seq'\\]"):
+        handle.step({"batch": 2}, budget)
+    # Nothing of those steps reached the planner, and the next step is a
+    # good one.
+    assert handle.planner.model_state("twice").num_samples == 0
+    with handle.step(features, budget) as step:
+        loss_of(model, batch).backward()
+    assert step.collect and step.sample is None  # no memory source
+    handle.remove()
+    extra = nn.Linear(4, 4)
+    handle = apply([*layers, extra], name="extra")
+    with pytest.raises(remat.Error, match="'3'.*never ran"):
+        with handle.step({"batch": 2}, budget):
+            loss_of(model, batch).backward()
+    handle.remove()
+
+
+def test_hugging_face_checkpointing_and_remat_do_not_nest():
+    model, layers = llama()
+    model.gradient_checkpointing_enable()
+    with pytest.raises(remat.Error, match="model.layers.0.*gradient "
+                       "checkpointing.*gradient_checkpointing_disable"):
+        apply(layers, model=model)
+    model.gradient_checkpointing_disable()
+    handle = apply(layers, model=model)
+    model.gradient_checkpointing_enable()
+    with pytest.raises(remat.Error, match="gradient checkpointing"):
+        with handle.step({"batch": 2}, 1 << 40):
+            pass
+    model.gradient_checkpointing_disable()
+    handle.remove()
+
+
+def test_blocks_are_checked_whole():
+    model, layers = llama()
+    with pytest.raises(ValueError, match="blocks\\[1\\] is blocks\\[0\\]"):
+        apply([layers[0], layers[0]], model=model)
+    with pytest.raises(ValueError, match="inside"):
+        apply([layers[0], layers[0].mlp], model=model)
+    with pytest.raises(ValueError, match="not a submodule"):
+        apply([nn.Linear(2, 2)], model=model)
+    handle = apply(layers, model=model)
+    with pytest.raises(ValueError, match="already under remat"):
+        apply(layers, model=model)
+    handle.remove()
+    # Without model= a relative memory source cannot see the rest.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        apply(layers, memory=memory_source_for("cpu")).remove()
+    assert any("model=" in str(w.message) for w in caught)
