@@ -100,8 +100,8 @@ constexpr size_t kCorroboratingSamples = 3;
 // need. Instead the fit vouches for queries in the observed range when its
 // own evidence is good:
 //   * rows: at least kVouchMinRows distinct feature vectors, and for every
-//     byte quantity (each block's act, input and optional bytes, the base)
-//     at least kVouchSpareRows more rows than the terms it selected, each
+//     block's byte quantities (act, input and optional bytes) at least
+//     kVouchSpareRows more rows than the terms it selected, each
 //     with a finite leave-one-out residual: every row is a query the others
 //     answered, and the bound (the largest such miss, QuantityModel) rests
 //     on at least four of them;
@@ -120,7 +120,10 @@ constexpr size_t kCorroboratingSamples = 3;
 // A law whose terms the basis misses leaves errors that more rows do not
 // shrink, so such a fit stays untrusted however many samples arrive (set
 // min_distinct_samples to trust by count instead). Time is left out: too
-// noisy to judge by, and a slow estimate costs speed, not memory.
+// noisy to judge by, and a slow estimate costs speed, not memory. So is
+// the base: it is what was alive before the step, not a law of the
+// features, and it moves as training begins (a trainer's first steps have
+// no optimizer state yet); its upper bound covers what it was seen to do.
 constexpr size_t kVouchMinRows = 6;
 constexpr size_t kVouchSpareRows = 3;
 constexpr double kVouchLooMedian = 0.10;
@@ -778,7 +781,6 @@ class FittedEstimator final : public Estimator {
                                 &optional_models_[b][q]);
       }
     }
-    quantities.emplace_back("base_bytes", &base_model_);
     const std::string* worst = nullptr;
     double worst_median = 0;
     for (const auto& [name, m] : quantities) {

@@ -2,8 +2,9 @@
 
 Per training step remat plans which blocks of a model keep their
 activations and which recompute them in backward, from the batch's input
-features and a memory budget; ``remat.torch.PlannedModule`` applies the
-plans. Plans come from a planner in this process (``LocalPlanner``, the
+features and a memory budget; ``remat.torch.apply`` applies the plans
+to an existing model in place (``remat.torch.PlannedModule`` to a model
+built around remat). Plans come from a planner in this process (``LocalPlanner``, the
 default) or from the ``rematd`` daemon (``RemotePlanner``), with fallbacks
 when the daemon does not answer (the last good plan, then the safe plan).
 """
@@ -45,11 +46,13 @@ if WITH_CUDA:
 KEEP = Action.KEEP
 RECOMPUTE = Action.RECOMPUTE
 OFFLOAD = Action.OFFLOAD
+RECOMPUTE_OFFLOAD = Action.RECOMPUTE_OFFLOAD
 
 __all__ = [
     "Action", "BlockMeasurement", "BlockSampler", "BlockSpec",
     "CopyEngine", "CopyEngineStats", "CpuMemoryTracker", "Error", "KEEP", "LocalPlanner", "MemorySource",
     "ModelSpec", "ModelState", "OFFLOAD", "Offloader", "OffloadGroup", "Outcome", "Plan", "PlanChoice", "PlanChooser",
-    "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RemotePlanner",
+    "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RECOMPUTE_OFFLOAD",
+    "RemotePlanner",
     "Sample", "TraceRecorder", "WITH_CUDA",
 ] + (["CudaMemorySource"] if WITH_CUDA else [])

@@ -1108,6 +1108,37 @@ class Applied(_Planning):
         without a copy engine among them."""
         return _Forced(self, actions)
 
+    def measure_peak_bytes(self, run: Callable[[], Any],
+                           actions: Optional[Sequence[Action]] = None, *,
+                           inputs: Any = ()) -> int:
+        """The whole-step peak of ``run()`` (a forward and backward of the
+        model), measured as a step measures it, with the blocks under
+        ``actions`` (default: every block KEEP, the model without
+        checkpointing), outside any step. What a budget is a fraction of.
+        Needs a memory source; ``inputs`` as ``step``'s. The gradients run()
+        leaves are dropped."""
+        memory = self.memory
+        if memory is None:
+            raise Error("FAILED_PRECONDITION", "measure_peak_bytes needs a "
+                        "memory source (apply(..., memory=...))")
+        if actions is None:
+            actions = [Action.KEEP] * len(self.blocks)
+        with memory.attach():
+            memory.synchronize()
+            memory.reset_peak()
+            begin = memory.current_bytes()
+            resident = 0 if memory.absolute() else \
+                self._resident_bytes(_tensors_in(inputs))
+            with self.with_actions(actions):
+                run()
+            memory.synchronize()
+            peak = memory.peak_bytes() if memory.absolute() else \
+                resident + memory.peak_bytes() - begin
+        for module in [self.model] if self.model is not None else \
+                self.blocks:
+            module.zero_grad(set_to_none=True)
+        return peak
+
     def remove(self) -> None:
         """Restores the blocks' own forward: the model is as it was before
         ``apply``. Idempotent."""

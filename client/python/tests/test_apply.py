@@ -175,14 +175,8 @@ def test_a_llama_trains_within_budget_with_its_optimizer_counted():
         loss_of(model, longest).backward()
     optimizer.step()
     model.zero_grad(set_to_none=True)
-    with memory.attach():
-        memory.reset_peak()
-        begin = memory.current_bytes()
-        resident = handle._resident_bytes(list(longest.values()))
-        with handle.with_actions([K] * len(blocks)):
-            loss_of(model, longest).backward()
-        keep_peak = resident + memory.peak_bytes() - begin
-    model.zero_grad(set_to_none=True)
+    keep_peak = handle.measure_peak_bytes(
+        lambda: loss_of(model, longest).backward(), inputs=longest)
     budget = int(0.9 * keep_peak)
     planned = 0
     for k, seq in enumerate(lengths):
