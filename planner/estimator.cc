@@ -100,8 +100,8 @@ constexpr size_t kCorroboratingSamples = 3;
 // need. Instead the fit vouches for queries in the observed range when its
 // own evidence is good:
 //   * rows: at least kVouchMinRows distinct feature vectors, and for every
-//     block's byte quantities (act, input and optional bytes) at least
-//     kVouchSpareRows more rows than the terms it selected, each
+//     block's act_bytes and input_bytes at least kVouchSpareRows more rows
+//     than the terms it selected, each
 //     with a finite leave-one-out residual: every row is a query the others
 //     answered, and the bound (the largest such miss, QuantityModel) rests
 //     on at least four of them;
@@ -110,7 +110,7 @@ constexpr size_t kCorroboratingSamples = 3;
 //     relative error). The median is the fit's typical miss of a held-out
 //     query and does not grow with the number of blocks, as the largest
 //     single miss does: with 3% measurement noise, the worst of 8 rows over
-//     37 quantities misses by about 8% (bench:estimator_accuracy --model
+//     the 36 quantities of an 18-block CNN misses by about 8% (bench:estimator_accuracy --model
 //     cnn), while the worst quantity's median stays below 6.5% from 7 rows
 //     on. A block whose law the basis misses (b*(h*w)^2 against degree 2)
 //     has medians of 20% and more, whatever the number of rows.
@@ -120,10 +120,14 @@ constexpr size_t kCorroboratingSamples = 3;
 // A law whose terms the basis misses leaves errors that more rows do not
 // shrink, so such a fit stays untrusted however many samples arrive (set
 // min_distinct_samples to trust by count instead). Time is left out: too
-// noisy to judge by, and a slow estimate costs speed, not memory. So is
-// the base: it is what was alive before the step, not a law of the
-// features, and it moves as training begins (a trainer's first steps have
-// no optimizer state yet); its upper bound covers what it was seen to do.
+// noisy to judge by, and a slow estimate costs speed, not memory. So are
+// the transients and the base, whose upper bounds cover what they were
+// seen to do: a backward's workspace follows the kernels a library picks
+// per shape (on the CPU, layer3.1 of torchvision's ResNet-18 at 14 image
+// shapes: a median miss of 20%), not a polynomial; what OFFLOAD moves is
+// measured only with a copy engine; the base is what was alive before the
+// step, and it moves as training begins (no optimizer state in a
+// trainer's first steps). The activations' law is what a plan rests on.
 constexpr size_t kVouchMinRows = 6;
 constexpr size_t kVouchSpareRows = 3;
 constexpr double kVouchLooMedian = 0.10;
@@ -776,10 +780,6 @@ class FittedEstimator final : public Estimator {
       quantities.emplace_back(name + ".act_bytes", &block_models_[b][kAct]);
       quantities.emplace_back(name + ".input_bytes",
                               &block_models_[b][kInput]);
-      for (size_t q = 0; q < kNumOptional; ++q) {
-        quantities.emplace_back(name + kOptionalQuantities[q].name,
-                                &optional_models_[b][q]);
-      }
     }
     const std::string* worst = nullptr;
     double worst_median = 0;

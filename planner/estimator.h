@@ -39,9 +39,10 @@ struct EstimatorOptions {
   // When predictions (for queries in the observed range) are trusted.
   // 0, the default: once the fit vouches for itself, whatever the number of
   // features:
-  //   * at least 6 distinct feature vectors, and every block's byte
-  //     quantity (act, input, workspace and transfer bytes) fitted on at
-  //     least 3 more than the terms its law selected;
+  //   * at least 6 distinct feature vectors, and each block's act_bytes
+  //     and input_bytes fitted on at least 3 more than the terms its law
+  //     selected (the transients and the base are left out: estimator.cc
+  //     says why);
   //   * for every such quantity, at least half of its rows, each left out
   //     and predicted by the others, predicted within 10%.
   //   A law outside the basis misses by as much however many samples

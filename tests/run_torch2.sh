@@ -6,6 +6,8 @@
 #   * the planning core is free of LibTorch and gRPC under both configs;
 #   * the Python package installs with pip and its example trains 100
 #     steps within budget with the loss falling (tests/python_example.sh);
+#     the examples on Hugging Face's and torchvision's models run a few
+#     steps each within budget (tests/python_model_examples.sh);
 #   * the GPU scripts' rehearsal: tests/gpu_check.sh and bench/gpu_e2e.sh
 #     build everything (CUDA included) with the C++ compiler alone against
 #     that PyTorch and the folder tests/gpu_deps.sh packs for a GPU machine,
@@ -36,6 +38,8 @@ check core_light_cuda tests/core_light.sh --config=cuda
 
 # The README's Python install and example commands, as written.
 check python_example tests/python_example.sh
+# The examples on Hugging Face's and torchvision's models, a few steps each.
+check python_model_examples tests/python_model_examples.sh
 
 # One build folder for both, so the second compiles only its own files.
 deps=$(mktemp -d)

@@ -81,7 +81,8 @@ class StepLog:
     def over_budget(self) -> int:
         return sum(r[4] for r in self.records)
 
-    def summary(self, baseline: str = "every block recomputed") -> None:
+    def summary(self, baseline: str = "every block recomputed",
+                together: str = "same batches, in lockstep") -> None:
         records = self.records
         collect_ms = [r[1] for r in records if r[0]]
         planned = [r for r in records if not r[0]]
@@ -107,7 +108,7 @@ class StepLog:
             all_ms = [r[1] for r in records]
             planned_base = [b for b, r in zip(self.baseline_ms, records)
                             if not r[0]]
-            print(f"throughput vs {baseline} (same batches, in lockstep): "
+            print(f"throughput vs {baseline} ({together}): "
                   f"{sum(self.baseline_ms) / sum(all_ms):.3f}x over all "
                   "steps, "
                   + (f"{sum(planned_base) / sum(planned_ms):.3f}x over "

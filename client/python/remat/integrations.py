@@ -71,6 +71,7 @@ class RematTrainer(transformers.Trainer):
             the model.
         remat_steps: per training step, its remat step (plan, measured
             peak), for inspection.
+        losses: per training step, its loss.
     """
 
     def __init__(self, *args: Any, budget_bytes: int,
@@ -95,6 +96,7 @@ class RematTrainer(transformers.Trainer):
         self.budget_bytes = int(budget_bytes)
         self.features = features
         self.remat_steps: List[Any] = []
+        self.losses: List[float] = []
 
     def training_step(self, model: nn.Module, inputs: Dict[str, Any],
                       *args: Any, **kwargs: Any) -> Any:
@@ -104,4 +106,5 @@ class RematTrainer(transformers.Trainer):
                              inputs=inputs) as step:
             loss = super().training_step(model, inputs, *args, **kwargs)
         self.remat_steps.append(step)
+        self.losses.append(float(loss))
         return loss

@@ -270,7 +270,10 @@ class _Planning:
                  copy_engine: Optional[_core.CopyEngine] = None,
                  offload_min_bytes: int = 64 << 10,
                  link_probe_bytes: int = 16 << 20,
-                 link_probe_steps: int = 8) -> None:
+                 link_probe_steps: int = 8,
+                 warmup_steps: int = 1) -> None:
+        if warmup_steps < 0:
+            raise ValueError(f"warmup_steps: {warmup_steps}; must be >= 0")
         if checkpointable is None:
             checkpointable = [True] * len(block_names)
         if len(checkpointable) != len(block_names):
@@ -298,6 +301,8 @@ class _Planning:
         self.link_probe_bytes = link_probe_bytes
         self.link_probe_steps = link_probe_steps
         self._link_probes = 0
+        self.warmup_steps = warmup_steps
+        self._steps_started = 0
         self._step: Optional[Step] = None
         self._pending_outcome: Optional[_core.Outcome] = None
         self._warned_report = False
@@ -376,6 +381,11 @@ class PlannedModule(nn.Module, _Planning):
             ``link_probe_steps`` COLLECT steps also time one copy of
             ``link_probe_bytes`` each way after their backward, so the
             planner knows the host link; 0: none.
+        warmup_steps: the first steps (1 by default) do not report what a
+            COLLECT among them measured: they run before the optimizer's
+            state and the gradients that every later step starts with
+            exist, so their base (what is alive before the step) is not
+            the training's. Their outcomes are reported.
     """
 
     def __init__(self, blocks: Blocks, **options: Any) -> None:
@@ -782,6 +792,8 @@ class Step(_InPlaceRun):
             owner.chooser.invalidate_plans()
         self.choice: _core.PlanChoice = owner.chooser.choose(
             features, budget_bytes)
+        self._warmup = owner._steps_started < owner.warmup_steps
+        owner._steps_started += 1
         self.actions: List[Action] = list(self.choice.actions)
         self._runner = _Runner(owner, self.actions,
                                copies_out_landed=list(
@@ -913,7 +925,7 @@ class Step(_InPlaceRun):
                 owner._pending_outcome = outcome
             return
         try:
-            if self.sample is not None:
+            if self.sample is not None and not self._warmup:
                 try:
                     owner.planner.report_samples(owner.spec.name,
                                                  [self.sample])
@@ -1159,7 +1171,7 @@ class Applied(_Planning):
                     "FAILED_PRECONDITION",
                     f"block '{spec.name}' has Hugging Face's gradient "
                     "checkpointing on: two checkpointing layers nest badly. "
-                    "Turn it off (model.gradient_checkpointing_disable()); "
+                    "Turn it off (model.activation_checkpointing_disable()); "
                     "remat recomputes what each step's plan says")
 
     def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
@@ -1279,7 +1291,7 @@ def apply(blocks: Union[Blocks, Sequence[nn.Module]], *,
             feature_names, checkpointable, memory, trace, solver,
             granularity, cache_capacity, preserve_rng_state,
             report_outcomes, copy_engine, offload_min_bytes,
-            link_probe_bytes, link_probe_steps).
+            link_probe_bytes, link_probe_steps, warmup_steps).
 
     Raises remat.Error (FAILED_PRECONDITION) when a block has Hugging
     Face's gradient checkpointing on; inside a step, when a block runs out

@@ -267,17 +267,17 @@ def test_misuse_is_an_error_naming_the_block_and_nothing_is_reported():
 
 def test_hugging_face_checkpointing_and_remat_do_not_nest():
     model, layers = llama()
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     with pytest.raises(remat.Error, match="model.layers.0.*gradient "
-                       "checkpointing.*gradient_checkpointing_disable"):
+                       "checkpointing.*activation_checkpointing_disable"):
         apply(layers, model=model)
-    model.gradient_checkpointing_disable()
+    model.activation_checkpointing_disable()
     handle = apply(layers, model=model)
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     with pytest.raises(remat.Error, match="gradient checkpointing"):
         with handle.step({"batch": 2}, 1 << 40):
             pass
-    model.gradient_checkpointing_disable()
+    model.activation_checkpointing_disable()
     handle.remove()
 
 
