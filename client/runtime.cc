@@ -263,9 +263,9 @@ int64_t CheckpointedSequentialImpl::resident_bytes() const {
 PlannedModel::PlannedModel(CheckpointedSequential model, Planner* planner,
                            PlannedModelOptions options)
     : model_(std::move(model)),
-      planner_(planner),
       options_(std::move(options)),
-      chooser_(planner, model_->spec(), ChooserOptions(options_, *model_)) {}
+      chooser_(planner, model_->spec(), ChooserOptions(options_, *model_)),
+      lifecycle_(planner, &chooser_, LifecycleOptions(options_)) {}
 
 PlanChooserOptions PlannedModel::ChooserOptions(
     const PlannedModelOptions& options,
@@ -276,44 +276,37 @@ PlanChooserOptions PlannedModel::ChooserOptions(
   return o;
 }
 
+StepLifecycleOptions PlannedModel::LifecycleOptions(
+    const PlannedModelOptions& options) {
+  StepLifecycleOptions o;
+  o.memory = options.memory();
+  o.trace = options.trace();
+  o.report_outcomes = options.report_outcomes();
+  o.link_probe_bytes = options.link_probe_bytes();
+  o.link_probe_steps = options.link_probe_steps();
+  o.warmup_steps = options.warmup_steps();
+  return o;
+}
+
 std::unique_ptr<PlannedModel::Step> PlannedModel::BeginStep(
     const Features& features, int64_t budget_bytes) {
-  if (pending_outcome_) {
-    // A step that an exception ended: its outcome, held until now.
-    WarnReport(planner_->ReportOutcome(*pending_outcome_));
-    pending_outcome_.reset();
-    chooser_.InvalidatePlans();
-  }
-  PlanChoice choice = chooser_.Choose(features, budget_bytes);
   return std::unique_ptr<Step>(
-      new Step(this, features, std::move(choice), budget_bytes));
+      new Step(this, lifecycle_.Begin(features, budget_bytes)));
 }
 
-void PlannedModel::WarnReport(const absl::Status& status) {
-  if (status.ok() || warned_report_) return;
-  warned_report_ = true;
-  std::fprintf(stderr,
-               "remat: reporting step results for model '%s' failed (%s); "
-               "training continues. Further failures are not logged.\n",
-               model_->spec().name.c_str(), status.ToString().c_str());
-}
-
-PlannedModel::Step::Step(PlannedModel* owner, Features features,
-                         PlanChoice choice, int64_t budget_bytes)
+PlannedModel::Step::Step(PlannedModel* owner,
+                         std::unique_ptr<StepSession> session)
     : owner_(owner),
-      features_(std::move(features)),
-      choice_(std::move(choice)),
-      budget_bytes_(budget_bytes),
+      session_(std::move(session)),
       uncaught_at_start_(std::uncaught_exceptions()) {}
 
 PlannedModel::Step::~Step() {
-  if (finished_) return;
+  owner_->model_->set_observer(nullptr);
+  if (session_->finished()) return;
   if (std::uncaught_exceptions() > uncaught_at_start_) {
     // Unwinding: no planner call here (it may block); the next step
     // reports what this one measured.
-    std::optional<Outcome> outcome;
-    Measure(&outcome).IgnoreError();
-    if (outcome) owner_->pending_outcome_ = std::move(outcome);
+    session_->Unwind(owner_->model_->last_copy_wait_ns());
     return;
   }
   Finish().IgnoreError();
@@ -327,135 +320,40 @@ Tensors PlannedModel::Step::forward(const Tensors& inputs,
                                     const Tensors& side) {
   TORCH_CHECK(!inputs.empty() && inputs[0].defined(),
               "PlannedModel::Step::forward: the first input is undefined");
-  TORCH_CHECK(!began_,
+  TORCH_CHECK(!session_->started(),
               "PlannedModel::Step::forward runs once per step; "
               "begin a new step for the next batch");
-  TORCH_CHECK(!finished_, "PlannedModel::Step: forward after Finish");
-  began_ = true;
-  start_ = std::chrono::steady_clock::now();
+  TORCH_CHECK(!session_->finished(),
+              "PlannedModel::Step: forward after Finish");
   input_options_ = inputs[0].options();
   CheckpointedSequential& model = owner_->model_;
+  int64_t resident_bytes = 0;
   MemorySource* memory = owner_->options_.memory();
-  if (memory != nullptr) {
-    ooms_at_start_ = memory->out_of_memory_count();
-    attachment_ = memory->Attach();
-    if (!memory->absolute()) {
-      Tensors all = inputs;
-      all.insert(all.end(), side.begin(), side.end());
-      resident_bytes_ = model->resident_bytes() + StorageBytes(all);
-    }
-    if (choice_.collect()) {
-      sampler_ = std::make_unique<BlockSampler>(
-          memory, static_cast<int>(model->size()));
-      sampler_->BeginStep(resident_bytes_);
-      model->set_observer(sampler_.get());
-    } else {
-      memory->reset_peak();
-      begin_bytes_ = memory->current_bytes();
-    }
+  if (memory != nullptr && !memory->absolute()) {
+    Tensors all = inputs;
+    all.insert(all.end(), side.begin(), side.end());
+    resident_bytes = model->resident_bytes() + StorageBytes(all);
   }
-  return model->forward(inputs, side, choice_.actions,
-                        choice_.copies_out_landed);
-}
-
-absl::Status PlannedModel::Step::Measure(std::optional<Outcome>* outcome) {
-  finished_ = true;
-  CheckpointedSequential& model = owner_->model_;
-  model->set_observer(nullptr);
-  if (!began_) return absl::OkStatus();
-  const int64_t step_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::steady_clock::now() - start_)
-                              .count();
-  MemorySource* memory = owner_->options_.memory();
-  const bool unwinding = std::uncaught_exceptions() > uncaught_at_start_;
-  const bool oom =
-      memory != nullptr && memory->out_of_memory_count() > ooms_at_start_;
-  absl::Status status;
-  if (sampler_ != nullptr && !oom && !unwinding) {
-    absl::StatusOr<Sample> sample = sampler_->EndStep(features_);
-    if (sample.ok()) {
-      sample_ = *sample;
-      peak_bytes_ = sample->peak_bytes;
-    } else {
-      status = sample.status();
-    }
-  } else if (memory != nullptr && sampler_ == nullptr) {
-    peak_bytes_ = memory->absolute()
-                      ? memory->peak_bytes()
-                      : resident_bytes_ + memory->peak_bytes() - begin_bytes_;
-  }
-  // An allocation failed: the step needed more than was there, at least
-  // the budget (Outcome::measured_peak_bytes is then a lower bound).
-  if (oom) peak_bytes_ = std::max(peak_bytes_.value_or(0), budget_bytes_);
-  attachment_.reset();
-  if (sample_) MeasureLink(&*sample_);
-  if ((!choice_.collect() || oom) && owner_->options_.report_outcomes() &&
-      peak_bytes_.has_value()) {
-    Outcome o;
-    o.model = owner_->model_->spec().name;
-    o.features = features_;
-    o.actions = choice_.actions;
-    o.measured_peak_bytes = *peak_bytes_;
-    o.step_ns = step_ns;
-    o.out_of_memory = oom;
-    o.plan_source = choice_.source;
-    // Only a plan that sends copies to host can wait for them.
-    if (std::any_of(o.actions.begin(), o.actions.end(), [](Action a) {
-          return a == Action::kOffload || a == Action::kRecomputeOffload;
-        })) {
-      o.copy_wait_ns = std::min(model->last_copy_wait_ns(), step_ns);
-    }
-    *outcome = std::move(o);
-  }
-  return status;
-}
-
-void PlannedModel::Step::MeasureLink(Sample* sample) {
-  kernels::CopyEngine* engine = owner_->model_->copy_engine();
-  const int64_t bytes = owner_->options_.link_probe_bytes();
-  if (engine == nullptr || bytes <= 0 ||
-      owner_->link_probes_ >= owner_->options_.link_probe_steps()) {
-    return;
-  }
-  ++owner_->link_probes_;
-  const at::Tensor probe =
-      at::zeros({bytes}, input_options_.dtype(at::kByte).requires_grad(false));
-  auto link = kernels::MeasureLink(engine, probe.data_ptr(), bytes);
-  // A link that could not be measured (a full host pool) leaves the
-  // sample without it; the sample itself is still good.
-  if (!link.ok()) return;
-  // A copy too fast for the clock would read beyond the planner's range.
-  sample->d2h_bytes_per_s = std::min(link->d2h_bytes_per_s, kMaxLinkBytesPerS);
-  sample->h2d_bytes_per_s = std::min(link->h2d_bytes_per_s, kMaxLinkBytesPerS);
+  model->set_observer(session_->Start(resident_bytes));
+  const PlanChoice& choice = session_->choice();
+  return model->forward(inputs, side, choice.actions,
+                        choice.copies_out_landed);
 }
 
 absl::Status PlannedModel::Step::Finish() {
-  if (finished_) return absl::OkStatus();
-  std::optional<Outcome> outcome;
-  absl::Status status = Measure(&outcome);
-  if (sample_) {
-    status = owner_->planner_->ReportSamples(owner_->model_->spec().name,
-                                             {*sample_});
-    // The planner refit: ask it again rather than reuse older plans.
-    owner_->chooser_.InvalidatePlans();
-    if (owner_->options_.trace() != nullptr) {
-      absl::Status traced = owner_->options_.trace()->Record(*sample_);
-      if (status.ok()) status = traced;
-    }
+  CheckpointedSequential& model = owner_->model_;
+  model->set_observer(nullptr);
+  kernels::CopyEngine* engine = model->copy_engine();
+  LinkProbe probe;
+  if (engine != nullptr) {
+    // The probe lives where the step's input did.
+    probe = [engine, options = input_options_](int64_t bytes) {
+      const at::Tensor buffer =
+          at::zeros({bytes}, options.dtype(at::kByte).requires_grad(false));
+      return kernels::MeasureLink(engine, buffer.data_ptr(), bytes);
+    };
   }
-  if (outcome) {
-    status = owner_->planner_->ReportOutcome(*outcome);
-    // The planner recalibrates on a peak above its prediction (or an out
-    // of memory); plans cached here were sized without that, so ask it
-    // again from the next step on.
-    if (outcome->out_of_memory ||
-        (choice_.predicted_peak_bytes > 0 &&
-         outcome->measured_peak_bytes > choice_.predicted_peak_bytes)) {
-      owner_->chooser_.InvalidatePlans();
-    }
-  }
-  owner_->WarnReport(status);
-  return status;
+  return session_->Finish(model->last_copy_wait_ns(), probe);
 }
 
 }  // namespace remat

@@ -57,6 +57,7 @@
 #include "client/offload.h"
 #include "client/plan_chooser.h"
 #include "client/planner.h"
+#include "client/step_lifecycle.h"
 #include "collector/block_observer.h"
 #include "collector/block_sampler.h"
 #include "collector/memory_source.h"
@@ -210,6 +211,9 @@ struct PlannedModelOptions {
   // the input's device. Either 0: none.
   TORCH_ARG(int64_t, link_probe_bytes) = int64_t{16} << 20;
   TORCH_ARG(int, link_probe_steps) = 8;
+  // The first steps whose COLLECT samples are not reported (>= 0;
+  // StepLifecycleOptions::warmup_steps says why).
+  TORCH_ARG(int, warmup_steps) = 1;
 };
 
 class PlannedModel {
@@ -221,6 +225,8 @@ class PlannedModel {
   // One training step. Create with BeginStep, call forward (once), run
   // backward, then Finish. Destroying an unfinished step finishes it
   // (discarding the status). Must be created and destroyed on one thread.
+  // What a step measures and reports is the StepLifecycle's
+  // (step_lifecycle.h), the same for the Python package.
   class Step {
    public:
     ~Step();
@@ -231,48 +237,32 @@ class PlannedModel {
     Tensors forward(const Tensors& inputs, const Tensors& side = {});
     torch::Tensor forward(const torch::Tensor& input);
     // Ends measurement and reports: the sample for a COLLECT step, the
-    // outcome otherwise. A step during which the memory source saw an
-    // allocation fail (out of memory, caught by the trainer) reports an
-    // outcome with out_of_memory set and a peak of at least the budget, so
-    // the planner's next plan for that bucket is safer. Errors from the
-    // planner are returned (and never thrown); training can go on
-    // regardless. The destructor finishes a step not finished yet; while an
-    // exception unwinds it only records the outcome, which the next
-    // BeginStep reports (no planner call during unwinding).
+    // outcome otherwise (StepSession::Finish). A step during which the
+    // memory source saw an allocation fail (out of memory, caught by the
+    // trainer) reports an outcome with out_of_memory set and a peak of at
+    // least the budget, so the planner's next plan for that bucket is
+    // safer. Errors from the planner are returned (and never thrown);
+    // training can go on regardless. The destructor finishes a step not
+    // finished yet; while an exception unwinds it only records the
+    // outcome, which the next BeginStep reports (no planner call during
+    // unwinding).
     absl::Status Finish();
 
-    const PlanChoice& choice() const { return choice_; }
+    const PlanChoice& choice() const { return session_->choice(); }
     // The sample of a finished COLLECT step, if one was measured.
-    const std::optional<Sample>& sample() const { return sample_; }
+    const std::optional<Sample>& sample() const { return session_->sample(); }
     // The step's measured peak (needs a memory source), after Finish.
-    std::optional<int64_t> measured_peak_bytes() const { return peak_bytes_; }
+    std::optional<int64_t> measured_peak_bytes() const {
+      return session_->measured_peak_bytes();
+    }
 
    private:
     friend class PlannedModel;
-    Step(PlannedModel* owner, Features features, PlanChoice choice,
-         int64_t budget_bytes);
-
-    // Stops measuring and builds what the step reports (its sample, or
-    // its outcome in `outcome`); no planner call.
-    absl::Status Measure(std::optional<Outcome>* outcome);
-    // Adds the host link's bandwidth to a COLLECT step's sample.
-    void MeasureLink(Sample* sample);
+    Step(PlannedModel* owner, std::unique_ptr<StepSession> session);
 
     PlannedModel* owner_;
-    Features features_;
-    PlanChoice choice_;
-    int64_t budget_bytes_;
+    std::unique_ptr<StepSession> session_;
     const int uncaught_at_start_;
-    int64_t ooms_at_start_ = 0;
-    bool finished_ = false;
-    bool began_ = false;
-    std::unique_ptr<MemorySource::Attachment> attachment_;
-    std::unique_ptr<BlockSampler> sampler_;
-    int64_t resident_bytes_ = 0;
-    int64_t begin_bytes_ = 0;
-    std::chrono::steady_clock::time_point start_;
-    std::optional<Sample> sample_;
-    std::optional<int64_t> peak_bytes_;
     torch::TensorOptions input_options_;  // where the link probe lives
   };
 
@@ -284,20 +274,16 @@ class PlannedModel {
 
  private:
   CheckpointedSequential model_;
-  Planner* planner_;
   PlannedModelOptions options_;
   PlanChooser chooser_;
-  bool warned_report_ = false;
-  int link_probes_ = 0;  // COLLECT steps that measured the link
-  // An outcome recorded while an exception unwound a step; reported by the
-  // next BeginStep.
-  std::optional<Outcome> pending_outcome_;
-  void WarnReport(const absl::Status& status);
+  StepLifecycle lifecycle_;
   // The chooser accepts OFFLOAD when the model has a copy engine (set it
   // before wrapping the model).
   static PlanChooserOptions ChooserOptions(
       const PlannedModelOptions& options,
       const CheckpointedSequentialImpl& model);
+  static StepLifecycleOptions LifecycleOptions(
+      const PlannedModelOptions& options);
 };
 
 }  // namespace remat

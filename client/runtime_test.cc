@@ -44,6 +44,12 @@ std::ostream& operator<<(std::ostream& out, Action action) {
 
 namespace {
 
+// Every step reports what it collected: these tests count samples (the
+// warm-up step is step_lifecycle_test's).
+PlannedModelOptions TestOptions() {
+  return PlannedModelOptions().warmup_steps(0);
+}
+
 const Action K = Action::kKeep;
 const Action R = Action::kRecompute;
 const Action O = Action::kOffload;
@@ -718,7 +724,7 @@ TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   FakePlanner planner;
   CpuMemoryTracker tracker;
   PlannedModel planned(MakeModel(), &planner,
-                       PlannedModelOptions().memory(&tracker));
+                       TestOptions().memory(&tracker));
   auto run = [&](PlannedModel::Step& step) {
     torch::manual_seed(11);
     torch::Tensor x = torch::randn({6, 8}, torch::requires_grad());
@@ -786,7 +792,7 @@ TEST_CASE("a collect step with a copy engine measures the host link",
   auto engine = kernels::NewCpuCopyEngine(emulated);
   model->set_copy_engine(engine.get());
   PlannedModel planned(model, &planner,
-                       PlannedModelOptions()
+                       TestOptions()
                            .memory(&tracker)
                            .link_probe_bytes(int64_t{2} << 20)
                            .link_probe_steps(1));
@@ -819,7 +825,7 @@ TEST_CASE("a collect step with a copy engine measures the host link",
   // Turned off: no probe.
   FakePlanner quiet;
   PlannedModel unprobed(model, &quiet,
-                        PlannedModelOptions().memory(&tracker).link_probe_bytes(
+                        TestOptions().memory(&tracker).link_probe_bytes(
                             0));
   auto again = unprobed.BeginStep({6}, 1 << 30);
   again->forward(torch::randn({6, 8}, torch::requires_grad())).sum().backward();
@@ -843,7 +849,7 @@ TEST_CASE("a planned step that sends copies to host reports its waits for "
   model->set_copy_engine(engine.get(), every_tensor);
   PlannedModel planned(
       model, &planner,
-      PlannedModelOptions().memory(&tracker).link_probe_bytes(0));
+      TestOptions().memory(&tracker).link_probe_bytes(0));
   auto run = [&](int64_t batch) {
     auto step = planned.BeginStep({static_cast<double>(batch)}, 1 << 30);
     step->forward(torch::randn({batch, 8}, torch::requires_grad()))
@@ -879,7 +885,7 @@ TEST_CASE("a collect step measures what OFFLOAD moves for each block",
   CheckpointedSequential model = MakeModel();
   auto engine = AttachEngine(model);  // every saved tensor moves
   PlannedModel planned(model, &planner,
-                       PlannedModelOptions().memory(&tracker).link_probe_bytes(0));
+                       TestOptions().memory(&tracker).link_probe_bytes(0));
   auto step = planned.BeginStep({6}, 1 << 30);
   REQUIRE(step->choice().collect());
   step->forward(torch::randn({6, 8}, torch::requires_grad())).sum().backward();
@@ -910,7 +916,7 @@ TEST_CASE("a collect step measures what OFFLOAD moves for each block",
   // Without a copy engine nothing is counted.
   FakePlanner plain_planner;
   PlannedModel plain(MakeModel(), &plain_planner,
-                     PlannedModelOptions().memory(&tracker));
+                     TestOptions().memory(&tracker));
   auto p = plain.BeginStep({6}, 1 << 30);
   p->forward(torch::randn({6, 8}, torch::requires_grad())).sum().backward();
   REQUIRE(p->Finish().ok());
@@ -924,7 +930,7 @@ TEST_CASE("an out-of-memory step reports it, also when it unwinds",
   planner.samples_needed = 0;  // plans from the first step
   FakeMemorySource memory(/*initial_bytes=*/0);
   PlannedModel planned(MakeModel(), &planner,
-                       PlannedModelOptions().memory(&memory));
+                       TestOptions().memory(&memory));
   auto run = [&](PlannedModel::Step& step) {
     torch::Tensor x = torch::randn({6, 8}, torch::requires_grad());
     step.forward(x).sum().backward();
@@ -970,7 +976,7 @@ TEST_CASE("repeated collect steps of one shape report the same peak",
   planner.samples_needed = 3;
   CpuMemoryTracker tracker;
   PlannedModel planned(MakeModel(), &planner,
-                       PlannedModelOptions().memory(&tracker));
+                       TestOptions().memory(&tracker));
   // Gradients resident from the start, as in a trainer past its first step.
   for (torch::Tensor& p : planned.model()->parameters()) {
     p.mutable_grad() = torch::zeros_like(p);
@@ -1002,7 +1008,7 @@ TEST_CASE("collected samples are written to the trace", "[runtime]") {
   CheckpointedSequential model = MakeModel();
   TraceRecorder trace(path, model->spec());
   PlannedModel planned(model, &planner,
-                       PlannedModelOptions().memory(&tracker).trace(&trace));
+                       TestOptions().memory(&tracker).trace(&trace));
   for (int64_t batch : {3, 5}) {
     auto step = planned.BeginStep({double(batch)}, 1 << 30);
     REQUIRE(step->choice().collect());
@@ -1049,7 +1055,7 @@ TEST_CASE("a collect step without backward reports an error, not a crash",
   FakePlanner planner;
   CpuMemoryTracker tracker;
   PlannedModel planned(MakeModel(), &planner,
-                       PlannedModelOptions().memory(&tracker));
+                       TestOptions().memory(&tracker));
   auto step = planned.BeginStep({2}, 1 << 30);
   REQUIRE(step->choice().collect());
   step->forward(torch::randn({2, 8}));
@@ -1207,7 +1213,7 @@ TEST_CASE("planned steps of several-tensor blocks collect and plan",
   CheckpointedSequential model = MakeStreamModel();
   auto engine = AttachEngine(model);  // before the planned model asks
   PlannedModel planned(model, &planner,
-                       PlannedModelOptions().memory(&tracker));
+                       TestOptions().memory(&tracker));
   auto run = [&](PlannedModel::Step& step, int64_t mask_seed) {
     torch::manual_seed(mask_seed);
     const torch::Tensor mask = torch::rand({6, 16}) < 0.25;

@@ -1,0 +1,202 @@
+#include "client/step_lifecycle.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "client/plan_chooser.h"
+#include "client/planner.h"
+#include "collector/memory_source.h"
+
+namespace remat {
+namespace {
+
+const Action K = Action::kKeep;
+const Action O = Action::kOffload;
+
+// Answers COLLECT until `plan` is set, then that plan; records what it is
+// told.
+class RecordingPlanner final : public Planner {
+ public:
+  absl::Status RegisterModel(const ModelSpec&) override {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request) override {
+    PlanResult result;
+    result.collect = plan.empty();
+    for (double f : request.features) {
+      result.bucket.push_back(static_cast<int64_t>(f));
+    }
+    if (!result.collect) {
+      auto p = std::make_shared<Plan>();
+      p->actions = plan;
+      p->feasible = true;
+      p->predicted_peak_bytes = predicted_peak_bytes;
+      p->solver = "exact";
+      result.plan = p;
+    }
+    return result;
+  }
+  absl::Status ReportSamples(const std::string& model,
+                             const std::vector<Sample>& s) override {
+    CHECK(model == "m");
+    samples.insert(samples.end(), s.begin(), s.end());
+    return report_status;
+  }
+  absl::Status ReportOutcome(const Outcome& outcome) override {
+    outcomes.push_back(outcome);
+    return report_status;
+  }
+
+  std::vector<Action> plan;
+  int64_t predicted_peak_bytes = 0;
+  std::vector<Sample> samples;
+  std::vector<Outcome> outcomes;
+  absl::Status report_status;
+};
+
+struct Fixture {
+  explicit Fixture(StepLifecycleOptions options = {}, bool offload = false)
+      : chooser(&planner, ModelSpec{"m", {"batch"}, {{"b0", true},
+                                                     {"b1", true}}},
+                ChooserOptions(offload)),
+        lifecycle(&planner, &chooser, WithMemory(options)) {}
+
+  static PlanChooserOptions ChooserOptions(bool offload) {
+    PlanChooserOptions o;
+    o.offload = offload;
+    return o;
+  }
+  StepLifecycleOptions WithMemory(StepLifecycleOptions o) {
+    if (o.memory == nullptr) o.memory = &memory;
+    return o;
+  }
+
+  // A COLLECT step whose two blocks each keep `act` bytes when
+  // recomputed.
+  absl::Status Collect(double batch, int64_t act, const LinkProbe& probe) {
+    auto step = lifecycle.Begin({batch}, 1 << 20);
+    REQUIRE(step->choice().collect());
+    BlockSampler* sampler = step->Start(0);
+    REQUIRE(sampler != nullptr);
+    for (int b = 1; b >= 0; --b) {
+      sampler->BeforeBlock(b, 8);
+      memory.Allocate(act);
+      sampler->AfterBlock(b);
+      memory.Free(act);
+    }
+    return step->Finish(0, probe);
+  }
+
+  RecordingPlanner planner;
+  FakeMemorySource memory{1000};
+  PlanChooser chooser;
+  StepLifecycle lifecycle;
+};
+
+TEST_CASE("COLLECT steps report their samples, after the warm-up step") {
+  Fixture f;
+  int probes = 0;
+  LinkProbe probe = [&](int64_t bytes) {
+    ++probes;
+    CHECK(bytes == int64_t{16} << 20);
+    return kernels::LinkBandwidth{2e15, 5e9};
+  };
+  REQUIRE(f.Collect(4, 100, probe).ok());
+  // The first step runs before the optimizer's state exists: its sample
+  // is not the training's, and it times no link.
+  CHECK(f.planner.samples.empty());
+  CHECK(probes == 0);
+  REQUIRE(f.Collect(8, 200, probe).ok());
+  REQUIRE(f.planner.samples.size() == 1);
+  const Sample& s = f.planner.samples[0];
+  CHECK(s.features == Features{8});
+  CHECK(s.blocks[0].act_bytes == 200);
+  CHECK(*s.base_bytes == 1000);
+  CHECK(s.d2h_bytes_per_s == kMaxLinkBytesPerS);  // clamped
+  CHECK(s.h2d_bytes_per_s == 5e9);
+  CHECK(probes == 1);
+  CHECK(f.planner.outcomes.empty());  // collect steps report no outcome
+}
+
+TEST_CASE("link probes stop after link_probe_steps; warm-up 0 reports all") {
+  StepLifecycleOptions options;
+  options.warmup_steps = 0;
+  options.link_probe_steps = 2;
+  Fixture f(options);
+  int probes = 0;
+  LinkProbe probe = [&](int64_t) {
+    ++probes;
+    return absl::StatusOr<kernels::LinkBandwidth>(
+        absl::ResourceExhaustedError("pool full"));
+  };
+  for (int i = 0; i < 4; ++i) REQUIRE(f.Collect(4 + i, 100, probe).ok());
+  CHECK(f.planner.samples.size() == 4);
+  CHECK(probes == 2);
+  // A failed probe leaves the sample without a link.
+  CHECK_FALSE(f.planner.samples[0].d2h_bytes_per_s.has_value());
+}
+
+TEST_CASE("a planned step reports its outcome; an OOM one at least the "
+          "budget") {
+  Fixture f({}, /*offload=*/true);
+  f.planner.plan = {K, O};
+  f.planner.predicted_peak_bytes = 1500;
+  auto step = f.lifecycle.Begin({4}, 4000);
+  REQUIRE_FALSE(step->choice().collect());
+  CHECK(step->Start(0) == nullptr);
+  f.memory.Allocate(700);
+  f.memory.Free(700);
+  REQUIRE(step->Finish(/*copy_wait_ns=*/12).ok());
+  REQUIRE(f.planner.outcomes.size() == 1);
+  Outcome o = f.planner.outcomes[0];
+  CHECK(o.measured_peak_bytes == 1700);
+  CHECK_FALSE(o.out_of_memory);
+  CHECK(o.copy_wait_ns == 12);  // the plan sends copies
+  CHECK(o.plan_source == PlanSource::kPlanner);
+  CHECK(*step->measured_peak_bytes() == 1700);
+
+  step = f.lifecycle.Begin({4}, 4000);
+  step->Start(0);
+  f.memory.FailAllocation();
+  REQUIRE(step->Finish(0).ok());
+  o = f.planner.outcomes.back();
+  CHECK(o.out_of_memory);
+  CHECK(o.measured_peak_bytes == 4000);
+}
+
+TEST_CASE("an unwound step's outcome waits for the next Begin; a "
+          "discarded step reports nothing") {
+  Fixture f;
+  f.planner.plan = {K, K};
+  auto step = f.lifecycle.Begin({4}, 4000);
+  step->Start(0);
+  step->Unwind(0);
+  CHECK(f.planner.outcomes.empty());
+  CHECK(step->Finish(0).ok());  // already finished: nothing more
+  CHECK(f.planner.outcomes.empty());
+  step = f.lifecycle.Begin({4}, 4000);
+  CHECK(f.planner.outcomes.size() == 1);
+  step->Start(0);
+  step->Discard();
+  CHECK(step->Finish(0).ok());
+  f.lifecycle.Begin({4}, 4000);
+  CHECK(f.planner.outcomes.size() == 1);
+  // A step never started measures and reports nothing.
+  CHECK(f.lifecycle.Begin({4}, 4000)->Finish(0).ok());
+  CHECK(f.planner.outcomes.size() == 1);
+}
+
+TEST_CASE("report failures are returned; training goes on") {
+  StepLifecycleOptions options;
+  options.warmup_steps = 0;
+  Fixture f(options);
+  f.planner.report_status = absl::UnavailableError("rematd is down");
+  CHECK(f.Collect(4, 100, nullptr).code() == absl::StatusCode::kUnavailable);
+  CHECK(f.Collect(5, 100, nullptr).code() == absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace remat
