@@ -13,6 +13,7 @@
 //
 // The GIL is released around every call that may wait on the daemon or
 // solve a plan, so other Python threads (a data loader) keep running.
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>  // at::Tensor <-> torch.Tensor
@@ -31,6 +32,7 @@
 #include "client/plan_chooser.h"
 #include "client/planner.h"
 #include "client/remote_planner.h"
+#include "client/step_lifecycle.h"
 #include "collector/block_sampler.h"
 #include "collector/cpu_memory_tracker.h"
 #include "collector/cuda_memory_source.h"
@@ -347,6 +349,72 @@ PYBIND11_MODULE(_core, m) {
           py::arg("offload_checkpoints") = false)
       .def("invalidate_plans", &PlanChooser::InvalidatePlans)
       .def("stats", &PlanChooser::stats);
+
+  // The one step lifecycle (client/step_lifecycle.h): remat.torch runs
+  // its steps through it, as the C++ runtime does.
+  py::class_<StepLifecycle>(m, "StepLifecycle")
+      .def(py::init([](Planner* planner, PlanChooser* chooser,
+                       MemorySource* memory, TraceRecorder* trace,
+                       bool report_outcomes, int64_t link_probe_bytes,
+                       int link_probe_steps, int warmup_steps) {
+             StepLifecycleOptions o;
+             o.memory = memory;
+             o.trace = trace;
+             o.report_outcomes = report_outcomes;
+             o.link_probe_bytes = link_probe_bytes;
+             o.link_probe_steps = link_probe_steps;
+             o.warmup_steps = warmup_steps;
+             return std::make_unique<StepLifecycle>(planner, chooser, o);
+           }),
+           py::arg("planner"), py::arg("chooser"), py::arg("memory") = nullptr,
+           py::arg("trace") = nullptr, py::arg("report_outcomes") = true,
+           py::arg("link_probe_bytes") = int64_t{16} << 20,
+           py::arg("link_probe_steps") = 8, py::arg("warmup_steps") = 1,
+           // It holds all four: keep them alive as long.
+           py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),
+           py::keep_alive<1, 4>(), py::keep_alive<1, 5>())
+      .def("begin", &StepLifecycle::Begin, py::arg("features"),
+           py::arg("budget_bytes"), py::call_guard<py::gil_scoped_release>(),
+           py::keep_alive<0, 1>());
+
+  py::class_<StepSession>(m, "StepSession")
+      .def_property_readonly("choice", &StepSession::choice)
+      .def("start", &StepSession::Start, py::arg("resident_bytes"),
+           py::return_value_policy::reference_internal)
+      .def_property_readonly("started", &StepSession::started)
+      .def_property_readonly("finished", &StepSession::finished)
+      .def(
+          "finish",
+          [](StepSession& s, int64_t copy_wait_ns, py::object probe) {
+            LinkProbe link;
+            if (!probe.is_none()) {
+              // Python's probe returns (d2h, h2d) bytes/s, or None when
+              // the link could not be timed.
+              link = [probe](int64_t bytes)
+                  -> absl::StatusOr<kernels::LinkBandwidth> {
+                py::gil_scoped_acquire gil;
+                py::object speeds = probe(bytes);
+                if (speeds.is_none()) {
+                  return absl::UnavailableError("the link was not timed");
+                }
+                auto [d2h, h2d] = speeds.cast<std::pair<double, double>>();
+                return kernels::LinkBandwidth{d2h, h2d};
+              };
+            }
+            absl::Status status;
+            {
+              py::gil_scoped_release release;
+              status = s.Finish(copy_wait_ns, link);
+            }
+            Check(status);
+          },
+          py::arg("copy_wait_ns") = 0, py::arg("probe") = py::none())
+      .def("unwind", &StepSession::Unwind, py::arg("copy_wait_ns") = 0,
+           py::call_guard<py::gil_scoped_release>())
+      .def("discard", &StepSession::Discard)
+      .def_property_readonly("sample", &StepSession::sample)
+      .def_property_readonly("measured_peak_bytes",
+                             &StepSession::measured_peak_bytes);
 
   py::class_<MemorySource, PyMemorySource>(m, "MemorySource")
       .def(py::init<>())

@@ -1,7 +1,8 @@
 """Types of remat's extension module (client/python/core_module.cc)."""
 
 import enum
-from typing import ContextManager, Dict, List, Optional, Sequence, Tuple
+from typing import (Callable, ContextManager, Dict, List, Optional, Sequence,
+                    Tuple)
 
 import torch
 
@@ -157,6 +158,33 @@ class PlanChooser:
 
 class Attachment(ContextManager["Attachment"]):
     def detach(self) -> None: ...
+
+
+class StepSession:
+    """One step of a StepLifecycle (client/step_lifecycle.h)."""
+    choice: PlanChoice
+    started: bool
+    finished: bool
+    sample: Optional[Sample]
+    measured_peak_bytes: Optional[int]
+    def start(self, resident_bytes: int) -> Optional[BlockSampler]: ...
+    def finish(self, copy_wait_ns: int = 0,
+               probe: Optional[Callable[[int], Optional[Tuple[float, float]]]]
+               = None) -> None: ...
+    def unwind(self, copy_wait_ns: int = 0) -> None: ...
+    def discard(self) -> None: ...
+
+
+class StepLifecycle:
+    """The one step lifecycle: plan, measure, report, fall back."""
+    def __init__(self, planner: Planner, chooser: PlanChooser,
+                 memory: Optional[MemorySource] = None,
+                 trace: Optional[TraceRecorder] = None,
+                 report_outcomes: bool = True,
+                 link_probe_bytes: int = ..., link_probe_steps: int = 8,
+                 warmup_steps: int = 1) -> None: ...
+    def begin(self, features: Sequence[float],
+              budget_bytes: int) -> StepSession: ...
 
 
 class MemorySource:

@@ -83,10 +83,6 @@ from remat.errors import Error
 __all__ = ["Applied", "PlannedModule", "Step", "apply", "memory_source_for",
            "remove", "resident_bytes"]
 
-# The planner's range for a link's speed (planner/model.h): a copy too fast
-# for the clock would read beyond it.
-_MAX_LINK_BYTES_PER_S = 1e15
-
 Blocks = Union[nn.ModuleList, nn.Sequential, Mapping[str, nn.Module],
                Iterable[Tuple[str, nn.Module]]]
 
@@ -300,12 +296,9 @@ class _Planning:
         self.offload_min_bytes = offload_min_bytes
         self.link_probe_bytes = link_probe_bytes
         self.link_probe_steps = link_probe_steps
-        self._link_probes = 0
         self.warmup_steps = warmup_steps
-        self._steps_started = 0
+        self._lifecycle: Optional[_core.StepLifecycle] = None
         self._step: Optional[Step] = None
-        self._pending_outcome: Optional[_core.Outcome] = None
-        self._warned_report = False
 
     @property
     def feature_names(self) -> List[str]:
@@ -333,13 +326,18 @@ class _Planning:
         cannot see."""
         raise NotImplementedError
 
-    def _warn_report(self, error: Exception) -> None:
-        if self._warned_report:
-            return
-        self._warned_report = True
-        print(f"remat: reporting step results for model '{self.spec.name}' "
-              f"failed ({error}); training continues. Further failures are "
-              "not logged.", file=sys.stderr)
+    def _step_lifecycle(self) -> _core.StepLifecycle:
+        """The step lifecycle, made when the first step begins (from the
+        options then: memory, trace, report_outcomes, link_probe_bytes,
+        link_probe_steps, warmup_steps)."""
+        if self._lifecycle is None:
+            self._lifecycle = _core.StepLifecycle(
+                self.planner, self.chooser, memory=self.memory,
+                trace=self.trace, report_outcomes=self.report_outcomes,
+                link_probe_bytes=self.link_probe_bytes,
+                link_probe_steps=self.link_probe_steps,
+                warmup_steps=self.warmup_steps)
+        return self._lifecycle
 
 
 class PlannedModule(nn.Module, _Planning):
@@ -783,36 +781,29 @@ class Step(_InPlaceRun):
         self._inputs = list(inputs)
         self.features = features
         self.budget_bytes = budget_bytes
-        if owner._pending_outcome is not None:
-            outcome, owner._pending_outcome = owner._pending_outcome, None
-            try:
-                owner.planner.report_outcome(outcome)
-            except Error as e:
-                owner._warn_report(e)
-            owner.chooser.invalidate_plans()
-        self.choice: _core.PlanChoice = owner.chooser.choose(
+        # The one step lifecycle (client/step_lifecycle.h), as the C++
+        # runtime runs it: reports what an unwound step left, then plans.
+        self._session: _core.StepSession = owner._step_lifecycle().begin(
             features, budget_bytes)
-        self._warmup = owner._steps_started < owner.warmup_steps
-        owner._steps_started += 1
+        self.choice: _core.PlanChoice = self._session.choice
         self.actions: List[Action] = list(self.choice.actions)
         self._runner = _Runner(owner, self.actions,
                                copies_out_landed=list(
                                    self.choice.copies_out_landed))
-        self.sample: Optional[_core.Sample] = None
-        self.measured_peak_bytes: Optional[int] = None
         self.error: Optional[Exception] = None
-        self._began = False
-        self._finished = False
-        self._attachment = None
-        self._resident_bytes = 0
-        self._begin_bytes = 0
-        self._ooms_at_start = 0
-        self._start_ns = 0
-        self._device = torch.device("cpu")
+        self._device = torch.device("cpu")  # where the link probe lives
         # In place: the next block the model's forward should call, and
         # whether remat was misused in this step (then nothing is reported).
         self._next_block = 0
         self._misused = False
+
+    @property
+    def sample(self) -> Optional[_core.Sample]:
+        return self._session.sample
+
+    @property
+    def measured_peak_bytes(self) -> Optional[int]:
+        return self._session.measured_peak_bytes
 
     @property
     def actions_run(self) -> List[Optional[Action]]:
@@ -859,7 +850,7 @@ class Step(_InPlaceRun):
     # -- forward ------------------------------------------------------------
 
     def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-        if self._began:
+        if self._session.started:
             raise RuntimeError("PlannedModule: forward runs once per step; "
                                "begin a new step for the next batch")
         self._begin(_tensors_in(args) + _tensors_in(kwargs))
@@ -868,130 +859,43 @@ class Step(_InPlaceRun):
     def _begin(self, tensors: Sequence[torch.Tensor]) -> None:
         """Starts measuring: what is alive now (`tensors`, the model, ...)
         is the step's base."""
-        self._began = True
-        self._start_ns = time.perf_counter_ns()
         owner = self._owner
-        # Where the link probe lives.
         self._device = next((t.device for t in tensors), torch.device("cpu"))
         memory = owner.memory
-        if memory is not None:
-            self._ooms_at_start = memory.out_of_memory_count()
-            self._attachment = memory.attach()
-            if not memory.absolute():
-                self._resident_bytes = owner._resident_bytes(tensors)
-            if self.collect:
-                sampler = _core.BlockSampler(memory, len(self.actions))
-                sampler.begin_step(self._resident_bytes)
-                self._runner.sampler = sampler
-            else:
-                memory.reset_peak()
-                self._begin_bytes = memory.current_bytes()
+        resident = owner._resident_bytes(tensors) \
+            if memory is not None and not memory.absolute() else 0
+        self._runner.sampler = self._session.start(resident)
 
     def _abandon(self) -> None:
         """Stops measuring a step that remat was misused in: nothing is
         reported."""
-        self._finished = True
-        if self._attachment is not None:
-            self._attachment.detach()
-            self._attachment = None
+        self._session.discard()
 
-    def _measure_link(self) -> None:
-        """Adds the host link's bandwidth to a COLLECT step's sample, timed
-        after its backward so the step's own times are unaffected."""
-        owner = self._owner
-        if owner.copy_engine is None or owner.link_probe_bytes <= 0 or \
-                owner._link_probes >= owner.link_probe_steps:
-            return
-        owner._link_probes += 1
-        probe = torch.zeros(owner.link_probe_bytes, dtype=torch.uint8,
-                            device=self._device)
+    def _probe_link(self, nbytes: int) -> Optional[Tuple[float, float]]:
+        """Times the host link with `nbytes` on the step's device (after a
+        COLLECT step's backward, for its sample)."""
+        probe = torch.zeros(nbytes, dtype=torch.uint8, device=self._device)
         try:
-            d2h, h2d = owner.copy_engine.measure_link(probe)
+            return self._owner.copy_engine.measure_link(probe)
         except Error:
-            return  # e.g. a full host pool: the sample is good without it
-        self.sample.d2h_bytes_per_s = min(d2h, _MAX_LINK_BYTES_PER_S)
-        self.sample.h2d_bytes_per_s = min(h2d, _MAX_LINK_BYTES_PER_S)
+            return None  # e.g. a full host pool: the sample is good without
 
     # -- finishing ----------------------------------------------------------
 
     def _finish(self, unwinding: bool) -> None:
-        if self._finished:
+        session = self._session
+        if session.finished:
             return
-        self._finished = True
-        owner = self._owner
-        outcome = self._measure(unwinding)
+        wait_ns = self._runner.copy_wait_ns
         if unwinding:
-            if outcome is not None:
-                owner._pending_outcome = outcome
+            session.unwind(wait_ns)
             return
+        probe = self._probe_link if self._owner.copy_engine is not None \
+            else None
         try:
-            if self.sample is not None and not self._warmup:
-                try:
-                    owner.planner.report_samples(owner.spec.name,
-                                                 [self.sample])
-                finally:
-                    # The planner refit: ask it again rather than reuse
-                    # older plans.
-                    owner.chooser.invalidate_plans()
-                if owner.trace is not None:
-                    owner.trace.record(self.sample)
-            if outcome is not None:
-                owner.planner.report_outcome(outcome)
-                # The planner recalibrates on a peak above its prediction:
-                # plans cached here were sized without that.
-                if outcome.out_of_memory or (
-                        self.choice.predicted_peak_bytes > 0 and
-                        outcome.measured_peak_bytes >
-                        self.choice.predicted_peak_bytes):
-                    owner.chooser.invalidate_plans()
+            session.finish(wait_ns, probe)
         except Error as e:
-            self.error = e
-            owner._warn_report(e)
-
-    def _measure(self, unwinding: bool) -> Optional[_core.Outcome]:
-        if not self._began:
-            return None
-        step_ns = time.perf_counter_ns() - self._start_ns
-        owner = self._owner
-        memory = owner.memory
-        oom = memory is not None and \
-            memory.out_of_memory_count() > self._ooms_at_start
-        sampler = self._runner.sampler
-        if sampler is not None and not oom and not unwinding:
-            try:
-                self.sample = sampler.end_step(self.features)
-                self.measured_peak_bytes = self.sample.peak_bytes
-            except Error as e:
-                self.error = e
-        elif memory is not None and sampler is None:
-            self.measured_peak_bytes = memory.peak_bytes() if \
-                memory.absolute() else \
-                self._resident_bytes + memory.peak_bytes() - self._begin_bytes
-        if oom:
-            self.measured_peak_bytes = max(self.measured_peak_bytes or 0,
-                                           self.budget_bytes)
-        if self._attachment is not None:
-            self._attachment.detach()
-            self._attachment = None
-        if self.sample is not None:
-            self._measure_link()
-        if (self.collect and not oom) or not owner.report_outcomes or \
-                self.measured_peak_bytes is None:
-            return None
-        outcome = _core.Outcome()
-        outcome.model = owner.spec.name
-        outcome.features = self.features
-        outcome.actions = self.actions
-        outcome.measured_peak_bytes = int(self.measured_peak_bytes)
-        outcome.step_ns = int(step_ns)
-        outcome.out_of_memory = oom
-        outcome.plan_source = self.choice.source
-        # Only a plan that sends copies to host can wait for them.
-        if any(a in (Action.OFFLOAD, Action.RECOMPUTE_OFFLOAD)
-               for a in self.actions):
-            outcome.copy_wait_ns = min(int(self._runner.copy_wait_ns),
-                                       int(step_ns))
-        return outcome
+            self.error = e  # warned about once; training goes on
 
 
 # -- in place --------------------------------------------------------------
