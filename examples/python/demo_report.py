@@ -78,6 +78,18 @@ class StepLog:
               f"loss {loss:.3f}{'  OVER BUDGET' if over else ''}",
               flush=True)
 
+    def run_step(self, train: Callable[[], tuple],
+                 baseline: Optional[Callable[[], object]], shape: str,
+                 device: torch.device) -> None:
+        """Runs one step under remat (`train` returns its remat step and
+        loss), then the baseline's on the same batch (if any: in lockstep),
+        and records both."""
+        result = []
+        ms = timed_ms(lambda: result.append(train()), device)
+        step, loss = result[0]
+        self.record(step, ms, loss, shape,
+                    None if baseline is None else timed_ms(baseline, device))
+
     def over_budget(self) -> int:
         return sum(r[4] for r in self.records)
 

@@ -23,13 +23,13 @@ import copy
 import math
 import random
 import sys
-import time
 from typing import List, Sequence, Tuple
 
 import torch
 from torch import nn
 
 import remat
+from demo_report import StepLog, format_bytes
 from remat.torch import PlannedModule, memory_source_for, resident_bytes
 
 
@@ -91,28 +91,6 @@ def draw_lengths(steps: int, min_seq: int, max_seq: int, median_seq: float,
     rng = random.Random(seed)
     return [min(max_seq, max(min_seq, round(rng.lognormvariate(
         math.log(median_seq), sigma)))) for _ in range(steps)]
-
-
-def format_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value, unit = float(n), "B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1023.5:
-            break
-    return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
 
 
 def no_checkpoint_peak_bytes(model: PlannedModule, ids: torch.Tensor,
@@ -213,78 +191,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     lengths = draw_lengths(a.steps, a.min_seq, a.max_seq, a.median_seq,
                            seed=a.seed)
-    records = []
-    baseline_ms: List[float] = []
-    sync = (torch.cuda.synchronize if device.type == "cuda"
-            else lambda: None)
-    for n, seq in enumerate(lengths, 1):
+    log = StepLog(a.steps, budget)
+    for seq in lengths:
         ids, labels = (t.to(device) for t in
                        make_batch(a.batch, seq, a.vocab, generator))
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        with model.step(features={"batch": a.batch, "seq": seq},
-                        budget_bytes=budget) as step:
-            loss = nn.functional.cross_entropy(model(ids), labels)
-            loss.backward()
-        optimizer.step()
-        sync()
-        ms = (time.perf_counter() - start) * 1e3
-        if not a.no_baseline:
-            start = time.perf_counter()
+
+        def train():
+            optimizer.zero_grad(set_to_none=True)
+            with model.step(features={"batch": a.batch, "seq": seq},
+                            budget_bytes=budget) as step:
+                loss = nn.functional.cross_entropy(model(ids), labels)
+                loss.backward()
+            optimizer.step()
+            return step, loss.item()
+
+        def train_baseline():
             baseline_optimizer.zero_grad(set_to_none=True)
             nn.functional.cross_entropy(
                 baseline.forward_with(every_recomputed, ids),
                 labels).backward()
             baseline_optimizer.step()
-            sync()
-            baseline_ms.append((time.perf_counter() - start) * 1e3)
-        src = step.source
-        plan = (step.choice.solver if src in (remat.PlanSource.PLANNER,
-                                              remat.PlanSource.LOCAL_CACHE)
-                else src.name.lower())
-        recomputed = sum(x == remat.RECOMPUTE for x in step.actions)
-        offloaded = sum(x == remat.OFFLOAD for x in step.actions)
-        offload = f"offload {offloaded} " if offloaded else ""
-        peak = step.measured_peak_bytes or 0
-        pred = step.choice.predicted_peak_bytes
-        over = peak > budget
-        records.append((step.collect, ms, recomputed, peak, over,
-                        loss.item()))
-        print(f"step {n:4d}/{a.steps}  batch {a.batch:2d} seq {seq:3d}  "
-              f"{plan:<13s} recompute {recomputed:2d}/{len(step.actions):<2d} "
-              f"{offload}peak {format_bytes(pred) if pred else '-':>9s} pred / "
-              f"{format_bytes(peak):>9s} meas / {format_bytes(budget):>9s} "
-              f"budget  {ms:7.1f} ms  loss {loss.item():.3f}"
-              f"{'  OVER BUDGET' if over else ''}", flush=True)
 
-    collect_ms = [r[1] for r in records if r[0]]
-    planned = [r for r in records if not r[0]]
-    planned_ms = [r[1] for r in planned]
-    over = sum(r[4] for r in records)
-    k = min(10, len(records))
-    first = mean([r[5] for r in records[:k]])
-    last = mean([r[5] for r in records[-k:]])
-    print(f"\n{'steps':<10s} {'count':>6s} {'mean ms':>10s} {'p95 ms':>10s} "
-          f"{'blocks recomputed':>18s}\n"
-          f"{'collect':<10s} {len(collect_ms):6d} {mean(collect_ms):10.1f} "
-          f"{percentile(collect_ms, 0.95):10.1f} {'all':>18s}\n"
-          f"{'planned':<10s} {len(planned_ms):6d} {mean(planned_ms):10.1f} "
-          f"{percentile(planned_ms, 0.95):10.1f} "
-          f"{mean([r[2] for r in planned]):18.2f}\n\n"
-          f"max measured peak {format_bytes(max(r[3] for r in records))} "
-          f"of budget {format_bytes(budget)}; steps over budget: {over}\n"
-          f"loss: {first:.3f} (mean of first {k} steps) -> {last:.3f} "
-          f"(mean of last {k})")
-    if baseline_ms:
-        all_ms = [r[1] for r in records]
-        planned_base = [b for b, r in zip(baseline_ms, records) if not r[0]]
-        print(f"throughput vs every block recomputed (same batches, in "
-              f"lockstep): {sum(baseline_ms) / sum(all_ms):.3f}x over all "
-              f"steps, "
-              + (f"{sum(planned_base) / sum(planned_ms):.3f}x over planned "
-                 f"steps" if planned_ms else "no planned steps"))
-    return 3 if over else 0
-
+        log.run_step(train, None if a.no_baseline else train_baseline,
+                     f"batch {a.batch:2d} seq {seq:3d}", device)
+    log.summary()
+    return 3 if log.over_budget() else 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -23,7 +23,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import remat.torch
-from demo_report import StepLog, format_bytes, timed_ms
+from demo_report import StepLog, format_bytes
 from train_encoder import draw_lengths
 
 
@@ -100,11 +100,8 @@ def main(argv=None) -> int:
             baseline_optimizer.step()
             baseline_optimizer.zero_grad(set_to_none=True)
 
-        result = []
-        ms = timed_ms(lambda: result.append(train()), device)
-        step, loss = result[0]
-        log.record(step, ms, loss, f"batch {a.batch} seq {seq:3d}",
-                   timed_ms(train_baseline, device))
+        log.run_step(train, train_baseline, f"batch {a.batch} seq {seq:3d}",
+                     device)
     log.summary("Hugging Face checkpointing of every layer")
     return 3 if log.over_budget() else 0
 

@@ -27,7 +27,7 @@ from torch.utils.checkpoint import checkpoint
 from torchvision.models import resnet18
 
 import remat.torch
-from demo_report import StepLog, format_bytes, timed_ms
+from demo_report import StepLog, format_bytes
 
 
 def every_block_recomputed(model: nn.Module, images: torch.Tensor
@@ -120,11 +120,8 @@ def main(argv=None) -> int:
             baseline_optimizer.step()
             baseline_optimizer.zero_grad(set_to_none=True)
 
-        result = []
-        ms = timed_ms(lambda: result.append(train()), device)
-        step, loss = result[0]
-        log.record(step, ms, loss, f"batch {b:2d} {h:3d}x{w:<3d}",
-                   timed_ms(train_baseline, device))
+        log.run_step(train, train_baseline, f"batch {b:2d} {h:3d}x{w:<3d}",
+                     device)
     log.summary("every residual block recomputed")
     return 3 if log.over_budget() else 0
 

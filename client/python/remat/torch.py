@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import sys
 import time
 import warnings
 from collections import OrderedDict, deque
