@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--max-seq", type=int, default=512)
     p.add_argument("--median-seq", type=float, default=128)
-    p.add_argument("--budget-fraction", type=float, default=0.5,
+    p.add_argument("--budget-fraction", type=float, default=0.35,
                    help="of the no-checkpoint peak at --max-seq")
     p.add_argument("--planner", default="", help="rematd address; default: "
                    "the in-process planner")
