@@ -40,6 +40,11 @@ check core_light_cuda tests/core_light.sh --config=cuda
 check python_example tests/python_example.sh
 # The examples on Hugging Face's and torchvision's models, a few steps each.
 check python_model_examples tests/python_model_examples.sh
+# remat beside PyTorch's own tools (bench/python/peers.py), a tiny model
+# for a few steps: it runs, and every strategy prints its line.
+check python_peers bash -c "\"$venv/bin/python\" bench/python/peers.py \
+  --steps 4 --rounds 2 --layers 2 --width 64 --max-seq 128 --median-seq 64 |
+  tee /dev/stderr | grep -c '\"bench\": \"peers\"' | grep -qx 7"
 
 # One build folder for both, so the second compiles only its own files.
 deps=$(mktemp -d)

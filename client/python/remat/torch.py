@@ -1,5 +1,16 @@
 """Apply remat's per-step plans to a PyTorch model.
 
+``apply`` does it in place, to a model you did not write: the model's own
+forward runs, and inside a step each of the blocks it calls runs under the
+step's plan::
+
+    handle = remat.torch.apply(model.model.layers, model=model,
+                               optimizer=optimizer,
+                               feature_names=["batch", "seq"],
+                               memory=memory_source_for(device))
+    with handle.step({"batch": b, "seq": s}, budget, inputs=batch):
+        model(**batch).loss.backward()
+
 ``PlannedModule`` holds a model's blocks in forward order and, per training
 step, asks the planner which blocks keep their activations and which
 recompute them in backward, runs them so, and reports what it measured::
