@@ -317,3 +317,45 @@ def test_blocks_are_checked_whole():
         warnings.simplefilter("always")
         apply(layers, memory=memory_source_for("cpu")).remove()
     assert any("model=" in str(w.message) for w in caught)
+
+
+def test_remat_trainer_plans_every_training_step():
+    from remat.integrations import RematTrainer, hf_layers
+    torch.manual_seed(0)
+    model, layers = llama()
+    assert hf_layers(model) is layers
+
+    class Texts(torch.utils.data.Dataset):
+        def __len__(self):
+            return 32
+
+        def __getitem__(self, i):
+            return {k: v[0] for k, v in
+                    text_batch(1, 8 + 2 * i, i).items()}
+
+    def collate(items):
+        n = max(len(x["input_ids"]) for x in items)
+        pad = {"input_ids": 0, "attention_mask": 0, "labels": -100}
+        return {k: torch.stack([nn.functional.pad(x[k], (0, n - len(x[k])),
+                                                  value=v) for x in items])
+                for k, v in pad.items()}
+
+    args = dict(output_dir="/tmp/remat-trainer-test", max_steps=16,
+                per_device_train_batch_size=2, report_to=[], use_cpu=True,
+                save_strategy="no", logging_strategy="no",
+                disable_tqdm=True)
+    trainer = RematTrainer(
+        model=model, args=transformers.TrainingArguments(**args),
+        train_dataset=Texts(), data_collator=collate, budget_bytes=1 << 30,
+        remat_options={"memory": memory_source_for("cpu")})
+    trainer.train()
+    steps = trainer.remat_steps
+    assert len(steps) == 16 and len(trainer.losses) == 16
+    assert all(s.features[0] == 2 for s in steps)
+    assert any(not s.collect for s in steps)
+    assert all(s.measured_peak_bytes for s in steps)
+    trainer.remat.remove()
+    with pytest.raises(ValueError, match="gradient_checkpointing"):
+        RematTrainer(model=model, args=transformers.TrainingArguments(
+            gradient_checkpointing=True, **args), train_dataset=Texts(),
+            data_collator=collate, budget_bytes=1 << 30)
