@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     baseline_times = StepTimes()
     Trainer(model=baseline_model,
             args=TrainingArguments("/tmp/remat-trainer-baseline",
-                                   gradient_checkpointing=True, **args),
+                                   activation_checkpointing=True, **args),
             train_dataset=data, data_collator=collate,
             callbacks=[baseline_times]).train()
 

@@ -82,10 +82,11 @@ class RematTrainer(transformers.Trainer):
                  remat_options: Optional[Dict[str, Any]] = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.args.gradient_checkpointing:
+        if self.args.activation_checkpointing:
             raise ValueError("RematTrainer: TrainingArguments."
-                             "gradient_checkpointing is on; remat plans what "
-                             "each step recomputes, so turn it off")
+                             "activation_checkpointing (gradient_checkpointing)"
+                             " is on; remat plans what each step recomputes, "
+                             "so turn it off")
         options = dict(remat_options or {})
         options.setdefault("name", type(self.model).__name__)
         blocks = remat_blocks if remat_blocks is not None else \

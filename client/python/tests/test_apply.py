@@ -355,7 +355,7 @@ def test_remat_trainer_plans_every_training_step():
     assert any(not s.collect for s in steps)
     assert all(s.measured_peak_bytes for s in steps)
     trainer.remat.remove()
-    with pytest.raises(ValueError, match="gradient_checkpointing"):
+    with pytest.raises(ValueError, match="activation_checkpointing"):
         RematTrainer(model=model, args=transformers.TrainingArguments(
-            gradient_checkpointing=True, **args), train_dataset=Texts(),
+            activation_checkpointing=True, **args), train_dataset=Texts(),
             data_collator=collate, budget_bytes=1 << 30)
