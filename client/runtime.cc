@@ -240,6 +240,7 @@ Tensors CheckpointedSequentialImpl::forward(
   // end of forward); the last block's copy back starts then.
   if (offloader != nullptr) offloader->WaitCopiesOut();
   if (below != nullptr) below->Prefetch();
+  if (observer_ != nullptr) observer_->EndForward();
   return x;
 }
 

@@ -31,6 +31,11 @@ class BlockObserver {
   // block ran (between BeforeBlock and AfterBlock); never called without
   // one.
   virtual void TransferBytes(int index, int64_t bytes) {}
+  // Just after the chain's forward: the last block returned (with or
+  // without grad) and the runtime's waits at the end of forward are done.
+  // What runs from here until a block's backward begins is the step's tail
+  // (the model's head and loss, and their backward).
+  virtual void EndForward() {}
 };
 
 }  // namespace remat

@@ -22,6 +22,8 @@ void BlockSampler::BeginStep(int64_t resident_bytes) {
   begin_bytes_ = source_->current_bytes();
   step_peak_ = begin_bytes_;
   window_block_ = -1;
+  tail_start_bytes_ = -1;
+  tail_bytes_.reset();
   // A relative source's count is only meaningful as a difference: what it
   // reads at the start may carry bytes of earlier steps whose frees it did
   // not see (freed after its attachment ended), so the base is what the
@@ -33,6 +35,7 @@ void BlockSampler::BeforeBlock(int index, int64_t input_bytes) {
   if (!in_step_ || index < 0 || index >= static_cast<int>(blocks_.size())) {
     return;
   }
+  CloseTail();
   open_block_ = index;
   blocks_[index].input_bytes = input_bytes;
   open_bytes_ = source_->current_bytes();
@@ -63,7 +66,9 @@ void BlockSampler::AfterBlock(int index) {
 }
 
 void BlockSampler::AfterBackward(int index) {
-  if (!in_step_ || index != window_block_) return;
+  if (!in_step_) return;
+  CloseTail();
+  if (index != window_block_) return;
   const int64_t peak = source_->peak_bytes();
   step_peak_ = std::max(step_peak_, peak);
   BlockMeasurement& m = blocks_[index];
@@ -79,12 +84,28 @@ void BlockSampler::TransferBytes(int index, int64_t bytes) {
   blocks_[index].transfer_bytes = bytes;
 }
 
+void BlockSampler::EndForward() {
+  if (!in_step_) return;
+  step_peak_ = std::max(step_peak_, source_->peak_bytes());
+  source_->reset_peak();
+  tail_start_bytes_ = source_->current_bytes();
+  window_block_ = -1;  // a kept last block's backward is the tail's
+}
+
+void BlockSampler::CloseTail() {
+  if (tail_start_bytes_ < 0) return;
+  const int64_t peak = source_->peak_bytes();
+  tail_bytes_ = std::max<int64_t>(peak - tail_start_bytes_, 0);
+  tail_start_bytes_ = -1;
+}
+
 absl::StatusOr<Sample> BlockSampler::EndStep(const Features& features) {
   if (!in_step_) {
     return absl::FailedPreconditionError(
         "BlockSampler::EndStep without BeginStep: call BeginStep before "
         "the step's forward");
   }
+  CloseTail();
   in_step_ = false;
   for (size_t i = 0; i < measured_.size(); ++i) {
     if (!measured_[i]) {
@@ -99,6 +120,7 @@ absl::StatusOr<Sample> BlockSampler::EndStep(const Features& features) {
   sample.features = features;
   sample.blocks = blocks_;
   sample.base_bytes = base_bytes_;
+  sample.tail_bytes = tail_bytes_;
   const int64_t peak = std::max(step_peak_, source_->peak_bytes());
   sample.peak_bytes = base_bytes_ + (peak - begin_bytes_);
   return sample;

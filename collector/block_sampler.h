@@ -19,8 +19,11 @@
 //                 recompute returned, less the gradient of its input;
 //   transfer_bytes = what the runtime reports (BlockObserver::
 //                 TransferBytes), when it has a copy engine;
-// and for the step base_bytes (alive at BeginStep) and peak_bytes (the
-// source's peak from BeginStep to EndStep).
+// and for the step base_bytes (alive at BeginStep), peak_bytes (the
+// source's peak from BeginStep to EndStep) and tail_bytes (the source's
+// peak from EndForward until the next block event, above what was
+// allocated at EndForward: the head and loss, when the last block is
+// recomputed, as the safe plan does; a last block kept adds its backward).
 //
 // Thread safety: BeginStep/EndStep on the step's thread; the observer hooks
 // may run on autograd's thread, but never concurrently with each other or
@@ -30,6 +33,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -54,6 +58,7 @@ class BlockSampler final : public BlockObserver {
   void AfterBlock(int index) override;
   void AfterBackward(int index) override;
   void TransferBytes(int index, int64_t bytes) override;
+  void EndForward() override;
 
   // Ends the step. FAILED_PRECONDITION when no step was begun or a block
   // was never measured (e.g. the step did not run backward), naming the
@@ -77,10 +82,16 @@ class BlockSampler final : public BlockObserver {
   // The backward window after a recompute (AfterBlock to AfterBackward).
   int window_block_ = -1;
   int64_t window_bytes_ = 0;
+  // The tail's window (EndForward to the next block event); -1: closed.
+  int64_t tail_start_bytes_ = -1;
+  std::optional<int64_t> tail_bytes_;
   // The step's peak over the windows so far (each window resets the
   // source's peak).
   int64_t step_peak_ = 0;
   Clock::time_point open_time_;
+
+  // Closes the tail's window if it is open.
+  void CloseTail();
 };
 
 }  // namespace remat

@@ -46,6 +46,44 @@ TEST_CASE("sampler turns a scripted step into a sample") {
   CHECK(mem.synchronize_calls() == 4);
 }
 
+// The head and loss between the end of forward and the last block's
+// recompute: logits of 400 bytes, their loss's 300-byte temporary, then
+// the 400-byte gradient of the logits (the peak: 800), all gone before
+// backward reaches the block.
+TEST_CASE("the tail is the peak after forward, above what forward left") {
+  FakeMemorySource mem(/*initial_bytes=*/1000);
+  BlockSampler sampler(&mem, 2);
+  sampler.BeginStep();
+  mem.Allocate(100);  // block 0's output
+  mem.Allocate(50);   // block 1's output
+  sampler.EndForward();
+  mem.Allocate(400);  // logits
+  mem.Allocate(300);  // the loss's temporary
+  mem.Free(300);
+  mem.Allocate(400);  // their gradient
+  mem.Free(800);      // the head's backward is done
+  sampler.BeforeBlock(1, 100);
+  mem.Allocate(2000);  // a recompute larger than the tail: not the tail's
+  sampler.AfterBlock(1);
+  mem.Free(2000 + 50);
+  sampler.BeforeBlock(0, 40);
+  sampler.AfterBlock(0);
+  auto sample = sampler.EndStep({1});
+  REQUIRE(sample.ok());
+  CHECK(sample->tail_bytes == 400 + 400);
+  CHECK(*sample->peak_bytes == 1000 + 150 + 2000);
+
+  // A step that never ends its forward measures no tail.
+  sampler.BeginStep();
+  sampler.BeforeBlock(1, 1);
+  sampler.AfterBlock(1);
+  sampler.BeforeBlock(0, 1);
+  sampler.AfterBlock(0);
+  auto untold = sampler.EndStep({1});
+  REQUIRE(untold.ok());
+  CHECK_FALSE(untold->tail_bytes.has_value());
+}
+
 TEST_CASE("a relative source reports its peak above the resident bytes") {
   FakeMemorySource mem(/*initial_bytes=*/0, /*absolute=*/false);
   mem.Allocate(500);  // before the step: not part of the step's peak

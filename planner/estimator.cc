@@ -153,6 +153,19 @@ int64_t RoundBytes(double v) {
   return static_cast<int64_t>(std::llround(ClampPrediction(v)));
 }
 
+// Counts the step's tail (Sample::tail_bytes: the head and loss, between
+// the last block's forward and its backward) in the last block's
+// backward, as workspace. The tail's own moment holds what the last block
+// keeps plus the tail; the last block's backward moment holds that block's
+// activations, output, input and workspace, so it covers the tail's moment
+// with the tail added, whatever the plan, at the price of counting the last
+// block's output, input and workspace twice when the tail is the larger.
+void CountTail(int64_t tail_bytes, PlanProblem* problem) {
+  if (tail_bytes <= 0 || problem->blocks.empty()) return;
+  BlockCost& last = problem->blocks.back();
+  last.workspace_bytes = std::max<int64_t>(last.workspace_bytes, 0) + tail_bytes;
+}
+
 // One fitted quantity: value(f) = sum_j coefficients[j] * basis_{terms[j]}(f).
 struct QuantityModel {
   std::vector<int> terms;
@@ -311,6 +324,7 @@ class FittedEstimator final : public Estimator {
       }
     }
     p.base_bytes = Evaluate(base_model_, basis);
+    if (tail_model_.observed) p.tail_bytes = Evaluate(tail_model_, basis);
     p.d2h_bytes_per_s = d2h_bytes_per_s_;
     p.h2d_bytes_per_s = h2d_bytes_per_s_;
     const double calibration = CalibrationBytes(Footprint(p));
@@ -338,6 +352,7 @@ class FittedEstimator final : public Estimator {
       }
     }
     clamped(p.base_bytes, "", "base_bytes");
+    clamped(p.tail_bytes, "", "tail_bytes");
     if (calibration > kMaxCalibration) {
       reasons.push_back(
           "calibration from reported peaks exceeds 2^59 bytes for this batch");
@@ -618,11 +633,11 @@ class FittedEstimator final : public Estimator {
       point.blocks[b].act_bytes = RoundBytes(e.act_bytes.value);
       point.blocks[b].input_bytes = RoundBytes(e.input_bytes.value);
       for (const OptionalQuantity& q : kOptionalQuantities) {
-        if (const auto& o = e.*q.estimate) {
-          point.blocks[b].*q.cost = RoundBytes(o->value);
-        }
+        const auto& o = e.*q.estimate;
+        point.blocks[b].*q.cost = o ? RoundBytes(o->value) : kUnknown;
       }
     }
+    CountTail(RoundBytes(uncalibrated.tail_bytes.value), &point);
     Estimate out;
     out.value = static_cast<double>(PredictedPeakBytes(point, actions));
     out.upper = static_cast<double>(PredictedPeakBytes(upper, actions));
@@ -826,6 +841,7 @@ class FittedEstimator final : public Estimator {
     block_models_.assign(nb, std::vector<QuantityModel>(kNumQuantities));
     optional_models_.assign(nb, {});
     base_model_ = QuantityModel();
+    tail_model_ = QuantityModel();
     num_distinct_ = 0;
     d2h_bytes_per_s_ = LatestMedian(&Sample::d2h_bytes_per_s);
     h2d_bytes_per_s_ = LatestMedian(&Sample::h2d_bytes_per_s);
@@ -870,8 +886,6 @@ class FittedEstimator final : public Estimator {
     // Group means of every block quantity.
     Eigen::VectorXd count = Eigen::VectorXd::Zero(n);
     Eigen::MatrixXd sums = Eigen::MatrixXd::Zero(n, nb * kNumQuantities);
-    Eigen::VectorXd base_count = Eigen::VectorXd::Zero(n);
-    Eigen::VectorXd base_sum = Eigen::VectorXd::Zero(n);
     for (size_t s = 0; s < samples_.size(); ++s) {
       const Eigen::Index g = static_cast<Eigen::Index>(group[s]);
       count(g) += 1;
@@ -880,10 +894,6 @@ class FittedEstimator final : public Estimator {
           sums(g, static_cast<Eigen::Index>(b * kNumQuantities + q)) +=
               static_cast<double>(MeasuredQuantity(samples_[s].blocks[b], q));
         }
-      }
-      if (samples_[s].base_bytes) {
-        base_count(g) += 1;
-        base_sum(g) += static_cast<double>(*samples_[s].base_bytes);
       }
     }
     // Each quantity's blocks share one term set.
@@ -921,20 +931,37 @@ class FittedEstimator final : public Estimator {
         }
       }
     }
-    // The base, over the rows whose samples reported it.
+    base_model_ = FitStepQuantity(&Sample::base_bytes, x, group);
+    tail_model_ = FitStepQuantity(&Sample::tail_bytes, x, group);
+  }
+
+  // The model of a quantity of the whole step (`field`), over the rows of
+  // `x` (distinct feature vectors; group[s]: sample s's row) whose samples
+  // reported it.
+  QuantityModel FitStepQuantity(std::optional<int64_t> Sample::*field,
+                                const Eigen::MatrixXd& x,
+                                const std::vector<size_t>& group) const {
+    Eigen::VectorXd count = Eigen::VectorXd::Zero(x.rows());
+    Eigen::VectorXd sum = Eigen::VectorXd::Zero(x.rows());
+    for (size_t s = 0; s < samples_.size(); ++s) {
+      if (const std::optional<int64_t>& v = samples_[s].*field) {
+        count(static_cast<Eigen::Index>(group[s])) += 1;
+        sum(static_cast<Eigen::Index>(group[s])) += static_cast<double>(*v);
+      }
+    }
     std::vector<Eigen::Index> rows;
+    for (Eigen::Index r = 0; r < x.rows(); ++r) {
+      if (count(r) > 0) rows.push_back(r);
+    }
+    const Eigen::Index n = static_cast<Eigen::Index>(rows.size());
+    Eigen::MatrixXd xr(n, x.cols());
+    Eigen::VectorXd y(n), c(n);
     for (Eigen::Index r = 0; r < n; ++r) {
-      if (base_count(r) > 0) rows.push_back(r);
+      xr.row(r) = x.row(rows[r]);
+      y(r) = sum(rows[r]) / count(rows[r]);
+      c(r) = count(rows[r]);
     }
-    const Eigen::Index nbase = static_cast<Eigen::Index>(rows.size());
-    Eigen::MatrixXd xb(nbase, m);
-    Eigen::VectorXd yb(nbase), cb(nbase);
-    for (Eigen::Index r = 0; r < nbase; ++r) {
-      xb.row(r) = x.row(rows[r]);
-      yb(r) = base_sum(rows[r]) / base_count(rows[r]);
-      cb(r) = base_count(rows[r]);
-    }
-    base_model_ = std::move(FitGroup(xb, {yb}, cb)[0]);
+    return std::move(FitGroup(xr, {y}, c)[0]);
   }
 
   // The median of `field` over the latest kLinkSamples fitted samples that
@@ -972,6 +999,7 @@ class FittedEstimator final : public Estimator {
   // [block][k]: kOptionalQuantities[k]'s model; unobserved when not fitted.
   std::vector<std::array<QuantityModel, kNumOptional>> optional_models_;           // [block]
   QuantityModel base_model_;
+  QuantityModel tail_model_;
   double d2h_bytes_per_s_ = 0, h2d_bytes_per_s_ = 0;
 };
 
@@ -1066,6 +1094,7 @@ PlanProblem MakePlanProblem(const ModelSpec& model,
     }
     problem.blocks.push_back(std::move(cost));
   }
+  CountTail(CeilBytes(prediction.tail_bytes.upper), &problem);
   return problem;
 }
 

@@ -78,6 +78,9 @@ inline constexpr int kLinkSamples = 31;
 struct Prediction {
   std::vector<BlockEstimate> blocks;  // one per model block, in order
   Estimate base_bytes;                // from samples that reported it; else 0
+  // The step's tail (Sample::tail_bytes): from samples that reported it;
+  // else 0.
+  Estimate tail_bytes;
   // The host link's bandwidth per direction: the median over the latest
   // kLinkSamples fitted samples that measured it (Sample::d2h_bytes_per_s);
   // 0 when none did. Not a function of the features.
@@ -188,7 +191,9 @@ absl::StatusOr<std::unique_ptr<Estimator>> NewMimoseEstimator(
 // The problem a solver plans against for one batch: per-block upper bounds
 // of the bytes, point predictions of the time (a plan's cost is the time
 // the step is expected to take), the base's upper bound plus
-// calibration_bytes.
+// calibration_bytes, and the tail's upper bound counted in the last
+// block's workspace (where the memory model's last block's backward covers
+// the moment the tail adds to, estimator.cc says why).
 PlanProblem MakePlanProblem(const ModelSpec& model, const Prediction& prediction,
                             int64_t budget_bytes, int64_t margin_bytes);
 

@@ -668,6 +668,48 @@ TEST_CASE("backward workspace is fitted where every sample measured it") {
   CHECK(with->value > without->value);
 }
 
+TEST_CASE("the tail is fitted and counted in the last block's backward") {
+  // A head whose logits grow with b*s, measured by the newer samples only.
+  std::vector<Sample> grid = Grid();
+  for (size_t i = 0; i < grid.size(); ++i) {
+    if (i % 3 != 0) {
+      grid[i].tail_bytes = static_cast<int64_t>(
+          40 * grid[i].features[0] * grid[i].features[1]);
+    }
+  }
+  auto est = Fitted(grid);
+  auto p = est->Predict({5, 300});
+  REQUIRE(p.ok());
+  CHECK(RelErr(p->tail_bytes.value, 40 * 5 * 300) < 1e-6);
+  CHECK(p->tail_bytes.upper >= p->tail_bytes.value);
+  const PlanProblem problem = MakePlanProblem(est->model(), *p, 1 << 30, 0);
+  CHECK(problem.blocks[2].workspace_bytes ==
+        static_cast<int64_t>(std::ceil(p->tail_bytes.upper)));
+  CHECK(problem.blocks[1].workspace_bytes == kUnknown);
+  // The keep-all peak is the last block's backward, which now holds the
+  // tail too.
+  const std::vector<Action> keep(3, Action::kKeep);
+  auto with = est->PredictPeakBytes({5, 300}, keep);
+  auto without = Fitted(Grid())->PredictPeakBytes({5, 300}, keep);
+  REQUIRE(with.ok());
+  REQUIRE(without.ok());
+  CHECK(std::abs(with->value - without->value - 40 * 5 * 300) <= 1);
+  // Without any sample that measured it, there is none.
+  auto none = Fitted(Grid())->Predict({5, 300});
+  REQUIRE(none.ok());
+  CHECK(none->tail_bytes.value == 0);
+}
+
+TEST_CASE("bad tail bytes are rejected by field") {
+  std::vector<Sample> grid = Grid();
+  grid[3].tail_bytes = -1;
+  auto e = NewRematEstimator(Model());
+  REQUIRE(e.ok());
+  const absl::Status s = (*e)->AddSamples(grid);
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Contains(std::string(s.message()), "tail_bytes"));
+}
+
 TEST_CASE("transfer bytes are fitted where every sample measured them") {
   std::vector<Sample> grid = Grid();
   for (Sample& s : grid) {

@@ -90,10 +90,11 @@ constexpr size_t kMaxEntries = 4;
 constexpr size_t kBeamWidth = 16;
 // The largest problem the planner builds (MakePlanProblem: base and
 // calibration, plus kMaxBlocks blocks at the estimator's largest
-// prediction, and one block's backward terms) stays below the sentinel, so
-// no real need or cost reads as "infinite" and no sum of two overflows.
+// prediction, and one block's backward terms, the step's tail among them)
+// stays below the sentinel, so no real need or cost reads as "infinite"
+// and no sum of two overflows.
 static_assert(kMaxQuantity + kMaxCalibrationBytes +
-                      int64_t{kMaxBlocks} * kMaxQuantity + 4 * kMaxQuantity <
+                      int64_t{kMaxBlocks} * kMaxQuantity + 5 * kMaxQuantity <
                   kInf,
               "a planned problem can reach the solver's infinity");
 

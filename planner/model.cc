@@ -160,6 +160,9 @@ absl::Status ValidateSample(const ModelSpec& model, const Sample& sample) {
   if (auto s = ValidateQuantity("base_bytes", sample.base_bytes); !s.ok()) {
     return s;
   }
+  if (auto s = ValidateQuantity("tail_bytes", sample.tail_bytes); !s.ok()) {
+    return s;
+  }
   if (sample.peak_bytes) {
     if (auto s = ValidateRange("peak_bytes", *sample.peak_bytes, kMaxPeakBytes,
                                "2^60");

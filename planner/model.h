@@ -56,6 +56,13 @@ struct Sample {
   std::vector<BlockMeasurement> blocks;  // one per ModelSpec block, in order
   std::optional<int64_t> base_bytes;     // alive before forward
   std::optional<int64_t> peak_bytes;     // measured peak of the whole step
+  // What the step computes between the last block's forward and its
+  // backward (a model's head and loss, and their backward), at its peak,
+  // above what was allocated when the last block returned; none when not
+  // measured (older clients and traces: the planner then counts 0). The
+  // planner counts it in the last block's backward (estimator.h,
+  // MakePlanProblem).
+  std::optional<int64_t> tail_bytes;
   // The host link's bandwidth in each direction (device to host, host to
   // device), measured by timed copies on the runtime's copy engine after
   // the step (client/runtime.h); none when the runtime has no copy engine.
@@ -106,8 +113,8 @@ absl::Status ValidateFeatures(const ModelSpec& model, const Features& features,
                               const std::string& field = "features");
 
 // OK when the sample matches `model` (feature and block counts) and every
-// value lies in its range (features: ValidateFeatures; block quantities and
-// base_bytes: [0, kMaxQuantity]; peak_bytes: [0, kMaxPeakBytes]; the link's
+// value lies in its range (features: ValidateFeatures; block quantities,
+// base_bytes and tail_bytes: [0, kMaxQuantity]; peak_bytes: [0, kMaxPeakBytes]; the link's
 // bandwidths: (0, kMaxLinkBytesPerS]); else
 // INVALID_ARGUMENT naming the field and the range.
 absl::Status ValidateSample(const ModelSpec& model, const Sample& sample);

@@ -23,6 +23,7 @@ constexpr char kWorkspacePrefix[] = "workspace_bytes.";
 constexpr char kTransferPrefix[] = "transfer_bytes.";
 constexpr char kBase[] = "base_bytes";
 constexpr char kPeak[] = "peak_bytes";
+constexpr char kTail[] = "tail_bytes";
 
 bool StartsWith(const std::string& s, const char* prefix) {
   return s.compare(0, std::strlen(prefix), prefix) == 0;
@@ -67,6 +68,7 @@ std::string Header(const ModelSpec& model) {
   for (const BlockSpec& b : model.blocks) add(kTransferPrefix + b.name);
   add(kBase);
   add(kPeak);
+  add(kTail);
   out += '\n';
   return out;
 }
@@ -97,6 +99,8 @@ std::string Row(const Sample& s) {
   if (s.base_bytes) absl::StrAppend(&out, *s.base_bytes);
   out += ',';
   if (s.peak_bytes) absl::StrAppend(&out, *s.peak_bytes);
+  out += ',';
+  if (s.tail_bytes) absl::StrAppend(&out, *s.tail_bytes);
   out += '\n';
   return out;
 }
@@ -132,7 +136,8 @@ absl::Status CheckSample(const ModelSpec& model, const Sample& sample,
 
 // What one column of a trace holds.
 enum class ColumnKind {
-  kFeature, kAct, kInput, kForward, kWorkspace, kTransfer, kBase, kPeak
+  kFeature, kAct, kInput, kForward, kWorkspace, kTransfer, kBase, kPeak,
+  kTail
 };
 
 // The per-block columns other than act_bytes: the prefix `column` starts
@@ -242,6 +247,8 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
           col.kind = ColumnKind::kBase;
         } else if (c == kPeak) {
           col.kind = ColumnKind::kPeak;
+        } else if (c == kTail) {
+          col.kind = ColumnKind::kTail;
         } else {
           return error(line_no,
                        absl::StrCat(where,
@@ -249,8 +256,8 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
                                     "act_bytes.<block>, input_bytes.<block>, "
                                     "forward_ns.<block>, "
                                     "workspace_bytes.<block>, "
-                                    "transfer_bytes.<block>, base_bytes or "
-                                    "peak_bytes"));
+                                    "transfer_bytes.<block>, base_bytes, "
+                                    "peak_bytes or tail_bytes"));
         }
         columns.push_back(col);
       }
@@ -288,6 +295,7 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
         continue;
       }
       if ((col.kind == ColumnKind::kBase || col.kind == ColumnKind::kPeak ||
+           col.kind == ColumnKind::kTail ||
            col.kind == ColumnKind::kWorkspace ||
            col.kind == ColumnKind::kTransfer) &&
           cell.empty()) {
@@ -316,6 +324,9 @@ absl::StatusOr<Trace> ReadTraceCsv(const std::string& path) {
           break;
         case ColumnKind::kPeak:
           sample.peak_bytes = v;
+          break;
+        case ColumnKind::kTail:
+          sample.tail_bytes = v;
           break;
         case ColumnKind::kFeature:
           break;

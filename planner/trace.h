@@ -14,9 +14,10 @@
 //   transfer_bytes.<block>   t_i of the block (optional)
 //   base_bytes           bytes alive before forward (optional)
 //   peak_bytes           measured peak of the step (optional)
+//   tail_bytes           the step's tail: head and loss (optional)
 //
-// Only workspace_bytes, transfer_bytes, base_bytes and peak_bytes cells may
-// be empty (not measured in that step). Names cannot contain ',', '"' or line breaks: there is no quoting.
+// Only workspace_bytes, transfer_bytes, base_bytes, peak_bytes and
+// tail_bytes cells may be empty (not measured in that step). Names cannot contain ',', '"' or line breaks: there is no quoting.
 // The model's name is the file's stem ("runs/bert.csv" -> "bert"); every
 // block is checkpointable. Writers write every column.
 //

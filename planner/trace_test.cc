@@ -45,6 +45,7 @@ Trace Example() {
   a.blocks[1].transfer_bytes = 456;
   a.base_bytes = 5000;
   a.peak_bytes = 9000;
+  a.tail_bytes = 700;
   Sample b;
   b.features = {0.1, 1e-7};  // values that need full precision
   b.blocks = {{1, 2, 3}, {4, 5, 6}};
@@ -76,12 +77,13 @@ TEST_CASE("a written trace reads back identically") {
     }
     CHECK(got.base_bytes == want.base_bytes);
     CHECK(got.peak_bytes == want.peak_bytes);
+    CHECK(got.tail_bytes == want.tail_bytes);
   }
   CHECK(Contains(ReadFile(path),
                  "feature.batch,feature.seq,act_bytes.l0,act_bytes.l1,"
                  "input_bytes.l0,input_bytes.l1,forward_ns.l0,forward_ns.l1,"
                  "workspace_bytes.l0,workspace_bytes.l1,transfer_bytes.l0,"
-                 "transfer_bytes.l1,base_bytes,peak_bytes\n"));
+                 "transfer_bytes.l1,base_bytes,peak_bytes,tail_bytes\n"));
 }
 
 TEST_CASE("optional columns may be left out, in any order") {

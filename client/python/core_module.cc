@@ -163,6 +163,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("blocks", &Sample::blocks)
       .def_readwrite("base_bytes", &Sample::base_bytes)
       .def_readwrite("peak_bytes", &Sample::peak_bytes)
+      .def_readwrite("tail_bytes", &Sample::tail_bytes)
       .def_readwrite("d2h_bytes_per_s", &Sample::d2h_bytes_per_s)
       .def_readwrite("h2d_bytes_per_s", &Sample::h2d_bytes_per_s);
 
@@ -455,6 +456,7 @@ PYBIND11_MODULE(_core, m) {
       .def("before_block", &BlockSampler::BeforeBlock, py::arg("index"),
            py::arg("input_bytes"))
       .def("after_block", &BlockSampler::AfterBlock, py::arg("index"))
+      .def("end_forward", &BlockSampler::EndForward)
       .def("after_backward", &BlockSampler::AfterBackward, py::arg("index"))
       .def("transfer_bytes", &BlockSampler::TransferBytes, py::arg("index"),
            py::arg("bytes"))

@@ -89,6 +89,7 @@ absl::StatusOr<Sample> SampleFromProto(const ModelSpec& spec,
   }
   if (proto.has_base_bytes()) sample.base_bytes = proto.base_bytes();
   if (proto.has_peak_bytes()) sample.peak_bytes = proto.peak_bytes();
+  if (proto.has_tail_bytes()) sample.tail_bytes = proto.tail_bytes();
   if (proto.has_d2h_bytes_per_s()) {
     sample.d2h_bytes_per_s = proto.d2h_bytes_per_s();
   }
@@ -112,6 +113,7 @@ void SampleToProto(const ModelSpec& spec, const Sample& sample,
   }
   if (sample.base_bytes) proto->set_base_bytes(*sample.base_bytes);
   if (sample.peak_bytes) proto->set_peak_bytes(*sample.peak_bytes);
+  if (sample.tail_bytes) proto->set_tail_bytes(*sample.tail_bytes);
   if (sample.d2h_bytes_per_s) {
     proto->set_d2h_bytes_per_s(*sample.d2h_bytes_per_s);
   }

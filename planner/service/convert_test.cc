@@ -64,6 +64,7 @@ TEST_CASE("samples survive the round trip, optional fields included") {
   s.blocks[1].workspace_bytes = 77;
   s.blocks[0].transfer_bytes = 88;
   s.peak_bytes = 12345;
+  s.tail_bytes = 678;
   v1::Sample proto;
   SampleToProto(Spec(), s, &proto);
   REQUIRE_FALSE(proto.has_base_bytes());
@@ -82,6 +83,7 @@ TEST_CASE("samples survive the round trip, optional fields included") {
   REQUIRE_FALSE(proto.blocks(1).has_transfer_bytes());
   REQUIRE_FALSE(back->base_bytes.has_value());
   REQUIRE(back->peak_bytes == 12345);
+  REQUIRE(back->tail_bytes == 678);
   REQUIRE_FALSE(back->d2h_bytes_per_s.has_value());
   REQUIRE_FALSE(proto.has_h2d_bytes_per_s());
 

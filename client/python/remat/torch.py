@@ -516,6 +516,8 @@ class _Runner:
         if self.below is not None:
             self.below.prefetch()
             self.below = None
+        if self.sampler is not None:
+            self.sampler.end_forward()  # what follows is the step's tail
 
     def _run_block(self, i: int, block: nn.Module, call: Callable[..., Any],
                    args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
