@@ -720,6 +720,28 @@ class FakePlanner final : public Planner {
   ModelSpec spec_;
 };
 
+TEST_CASE("a COLLECT step measures the tail: the head and loss after the "
+          "last block", "[runtime]") {
+  FakePlanner planner;
+  CpuMemoryTracker tracker;
+  PlannedModel planned(MakeModel(), &planner,
+                       TestOptions().memory(&tracker));
+  auto collect = planned.BeginStep({6}, 1 << 30);
+  REQUIRE(collect->choice().collect());
+  torch::Tensor x = torch::randn({6, 8}, torch::requires_grad());
+  // A head of 6 x 1000 floats: the logits of a large vocabulary.
+  torch::Tensor head = torch::ones({4, 1000});
+  collect->forward(x).matmul(head).sum().backward();
+  REQUIRE(collect->Finish().ok());
+  REQUIRE(planner.samples.size() == 1);
+  const Sample& s = planner.samples[0];
+  REQUIRE(s.tail_bytes.has_value());
+  // The logits and their gradient (the loss and the gradient of the last
+  // block's output are small).
+  CHECK(*s.tail_bytes >= 2 * 6 * 1000 * 4);
+  CHECK(*s.tail_bytes < 2 * 6 * 1000 * 4 + 1024);
+}
+
 TEST_CASE("planned steps collect, then plan, then fall back", "[runtime]") {
   FakePlanner planner;
   CpuMemoryTracker tracker;

@@ -82,16 +82,29 @@ class StepLog:
                  baseline: Optional[Callable[[], object]], shape: str,
                  device: torch.device) -> None:
         """Runs one step under remat (`train` returns its remat step and
-        loss), then the baseline's on the same batch (if any: in lockstep),
-        and records both."""
+        loss) and the baseline's on the same batch (if any: in lockstep,
+        taking turns to go first), and records both."""
         result = []
+        baseline_ms = None
+        if baseline is not None and len(self.records) % 2:
+            baseline_ms = timed_ms(baseline, device)
         ms = timed_ms(lambda: result.append(train()), device)
+        if baseline is not None and baseline_ms is None:
+            baseline_ms = timed_ms(baseline, device)
         step, loss = result[0]
-        self.record(step, ms, loss, shape,
-                    None if baseline is None else timed_ms(baseline, device))
+        self.record(step, ms, loss, shape, baseline_ms)
 
     def over_budget(self) -> int:
         return sum(r[4] for r in self.records)
+
+    def round_ratios(self, rounds: int = 4) -> List[float]:
+        """Throughput against the baseline over each of `rounds` runs of
+        consecutive steps: how much the machine's speed drifted."""
+        n = len(self.baseline_ms)
+        bounds = [n * k // rounds for k in range(rounds + 1)]
+        return [sum(self.baseline_ms[i:j]) /
+                sum(r[1] for r in self.records[i:j])
+                for i, j in zip(bounds, bounds[1:]) if j > i]
 
     def summary(self, baseline: str = "every block recomputed",
                 together: str = "same batches, in lockstep") -> None:
@@ -120,9 +133,11 @@ class StepLog:
             all_ms = [r[1] for r in records]
             planned_base = [b for b, r in zip(self.baseline_ms, records)
                             if not r[0]]
+            ratios = self.round_ratios()
             print(f"throughput vs {baseline} ({together}): "
                   f"{sum(self.baseline_ms) / sum(all_ms):.3f}x over all "
-                  "steps, "
+                  f"steps ({min(ratios):.3f}x..{max(ratios):.3f}x over "
+                  f"{len(ratios)} rounds of consecutive steps), "
                   + (f"{sum(planned_base) / sum(planned_ms):.3f}x over "
                      "planned steps" if planned_ms else "no planned steps"),
                   flush=True)

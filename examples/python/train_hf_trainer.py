@@ -4,10 +4,10 @@ download) on sequences of varying length, with remat switched on by
 ``remat.integrations.RematTrainer``: no training loop of your own, each step
 under a plan for its batch within an absolute memory budget.
 
-Then the same run with Trainer's own gradient checkpointing of every layer
-(the static choice), one after the other on the same batches (the Trainer
-runs its own loop, so the two cannot take turns step by step). Prints the
-demo's step lines and summary.
+Beside it, in lockstep, the same model under Trainer's own gradient
+checkpointing of every layer (the static choice): each training step also
+runs that model's step on the same batch, the two taking turns to go
+first. Prints the demo's step lines and summary.
 
     python examples/python/train_hf_trainer.py --steps 40
 
@@ -19,15 +19,14 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
-import time
 
 import torch
 from transformers import (LlamaConfig, LlamaForCausalLM, Trainer,
-                          TrainerCallback, TrainingArguments)
+                          TrainingArguments)
 
 import remat
 import remat.torch
-from demo_report import StepLog, format_bytes
+from demo_report import StepLog, format_bytes, timed_ms
 from remat.integrations import RematTrainer
 from train_encoder import draw_lengths
 
@@ -62,18 +61,54 @@ def collate(items):
             "labels": ids.masked_fill(mask == 0, -100)}
 
 
-class StepTimes(TrainerCallback):
-    """Wall time of each optimizer step."""
+class SideBySide(RematTrainer):
+    """RematTrainer that also trains `baseline` (a Trainer over a copy of
+    the model with Trainer's gradient checkpointing of every layer) on each
+    batch, timing each one's training step (forward and backward) and
+    taking turns to go first; the baseline's optimizer steps untimed."""
 
-    def __init__(self) -> None:
-        self.ms = []
-        self._start = 0.0
+    def __init__(self, *args, baseline: Trainer, log: StepLog,
+                 **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.baseline = baseline
+        self.step_log = log
+        baseline.model.activation_checkpointing_enable()  # as Trainer does
+        baseline.create_optimizer_and_scheduler(
+            num_training_steps=self.args.max_steps)
 
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._start = time.perf_counter()
+    def training_step(self, model, inputs, *args, **kwargs):
+        losses = []
 
-    def on_step_end(self, args, state, control, **kwargs):
-        self.ms.append((time.perf_counter() - self._start) * 1e3)
+        def remat_step():
+            losses.append(super(SideBySide, self).training_step(
+                model, inputs, *args, **kwargs))
+
+        def baseline_step():
+            self.baseline.training_step(self.baseline.model, inputs, *args,
+                                        **kwargs)
+
+        cpu = torch.device("cpu")
+        if len(self.step_log.records) % 2:
+            baseline_ms = timed_ms(baseline_step, cpu)
+            ms = timed_ms(remat_step, cpu)
+        else:
+            ms = timed_ms(remat_step, cpu)
+            baseline_ms = timed_ms(baseline_step, cpu)
+        self._baseline_optimizer_step()
+        step = self.remat_steps[-1]
+        self.step_log.record(step, ms, float(losses[0]),
+                        "batch {:d} seq {:3d}".format(*map(int, step.features)),
+                        baseline_ms)
+        return losses[0]
+
+    def _baseline_optimizer_step(self) -> None:
+        """What Trainer's loop does after a step: clip, step, schedule."""
+        base = self.baseline
+        torch.nn.utils.clip_grad_norm_(base.model.parameters(),
+                                       base.args.max_grad_norm)
+        base.optimizer.step()
+        base.lr_scheduler.step()
+        base.optimizer.zero_grad()
 
 
 def main(argv=None) -> int:
@@ -114,33 +149,17 @@ def main(argv=None) -> int:
           f"peak at seq {a.max_seq}: {format_bytes(full_peak)}; budget "
           f"{format_bytes(budget)}")
 
-    # A 5% margin under the budget: the first plan for a length longer
-    # than the collect steps' with blocks recomputed has been seen to miss
-    # by that much (7% at seq 304) before its outcome recalibrates.
-    planner = remat.LocalPlanner(margin_fraction=0.05)
-    times = StepTimes()
-    trainer = RematTrainer(
-        model=model, args=TrainingArguments("/tmp/remat-trainer", **args),
-        train_dataset=data, data_collator=collate, callbacks=[times],
-        budget_bytes=budget, remat_options={"name": "llama",
-                                            "memory": memory,
-                                            "planner": planner})
-    trainer.train()
-
-    baseline_times = StepTimes()
-    Trainer(model=baseline_model,
-            args=TrainingArguments("/tmp/remat-trainer-baseline",
-                                   activation_checkpointing=True, **args),
-            train_dataset=data, data_collator=collate,
-            callbacks=[baseline_times]).train()
-
     log = StepLog(a.steps, budget)
-    for step, ms, base_ms, loss in zip(trainer.remat_steps, times.ms,
-                                       baseline_times.ms, trainer.losses):
-        log.record(step, ms, loss, "batch {:d} seq {:3d}".format(
-            *map(int, step.features)), base_ms)
-    log.summary("Trainer's gradient checkpointing of every layer",
-                together="same batches, run after it")
+    baseline = Trainer(model=baseline_model,
+                       args=TrainingArguments("/tmp/remat-trainer-baseline",
+                                              **args),
+                       data_collator=collate)
+    SideBySide(model=model,
+               args=TrainingArguments("/tmp/remat-trainer", **args),
+               train_dataset=data, data_collator=collate,
+               budget_bytes=budget, baseline=baseline, log=log,
+               remat_options={"name": "llama", "memory": memory}).train()
+    log.summary("Trainer's gradient checkpointing of every layer")
     return 3 if log.over_budget() else 0
 
 

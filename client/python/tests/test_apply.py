@@ -59,6 +59,18 @@ def resnet18():
                    *model.layer4]
 
 
+def llama_large_vocab():
+    """A vocabulary whose logits (and their loss) outweigh the layers, as in
+    real language models: the step's peak is at the head, outside every
+    block."""
+    config = transformers.LlamaConfig(
+        vocab_size=8192, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=256, attn_implementation="eager")
+    model = transformers.LlamaForCausalLM(config)
+    return model, model.model.layers
+
+
 LANGUAGE_MODELS = {"llama": llama, "gpt2": gpt2, "bert": bert}
 
 
@@ -171,11 +183,14 @@ def image_workload(k: int):
     return {"batch": b, "height": h, "width": w}, image_batch(b, h, w, k)
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2", "bert", "resnet"])
+@pytest.mark.parametrize("family", ["llama", "gpt2", "bert", "resnet",
+                                    "llama_large_vocab"])
 def test_trains_within_budget_with_its_optimizer_counted(family):
     torch.manual_seed(0)
-    make, workload = (resnet18, image_workload) if family == "resnet" else \
-        (LANGUAGE_MODELS[family], text_workload)
+    make, workload = {
+        "resnet": (resnet18, image_workload),
+        "llama_large_vocab": (llama_large_vocab, text_workload),
+    }.get(family) or (LANGUAGE_MODELS[family], text_workload)
     model, blocks = make()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     memory = memory_source_for("cpu")
