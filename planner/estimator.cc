@@ -1098,4 +1098,27 @@ PlanProblem MakePlanProblem(const ModelSpec& model,
   return problem;
 }
 
+PlanProblem MakePlanProblem(const ModelSpec& model, const Sample& sample,
+                            int64_t budget_bytes) {
+  auto exact = [](std::optional<int64_t> v) {
+    const double d = static_cast<double>(v.value_or(0));
+    return Estimate{d, d};
+  };
+  Prediction p;
+  for (const BlockMeasurement& m : sample.blocks) {
+    BlockEstimate e;
+    e.act_bytes = exact(m.act_bytes);
+    e.input_bytes = exact(m.input_bytes);
+    e.forward_ns = exact(m.forward_ns);
+    if (m.workspace_bytes) e.workspace_bytes = exact(m.workspace_bytes);
+    if (m.transfer_bytes) e.transfer_bytes = exact(m.transfer_bytes);
+    p.blocks.push_back(e);
+  }
+  p.base_bytes = exact(sample.base_bytes);
+  p.tail_bytes = exact(sample.tail_bytes);
+  p.d2h_bytes_per_s = sample.d2h_bytes_per_s.value_or(0);
+  p.h2d_bytes_per_s = sample.h2d_bytes_per_s.value_or(0);
+  return MakePlanProblem(model, p, budget_bytes, 0);
+}
+
 }  // namespace remat

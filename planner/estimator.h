@@ -197,6 +197,13 @@ absl::StatusOr<std::unique_ptr<Estimator>> NewMimoseEstimator(
 PlanProblem MakePlanProblem(const ModelSpec& model, const Prediction& prediction,
                             int64_t budget_bytes, int64_t margin_bytes);
 
+// The problem for a batch whose quantities were measured (a COLLECT step's
+// sample, `sample` valid for `model`): MakePlanProblem on the sample itself,
+// every bound equal to its value, no calibration. What the exact plan for
+// that very batch is, in hindsight.
+PlanProblem MakePlanProblem(const ModelSpec& model, const Sample& sample,
+                            int64_t budget_bytes);
+
 }  // namespace remat
 
 #endif  // REMAT_PLANNER_ESTIMATOR_H_

@@ -758,6 +758,32 @@ TEST_CASE("MakePlanProblem plans memory against rounded-up bounds, time "
         static_cast<int64_t>(std::ceil(p->base_bytes.upper)) + 1234);
 }
 
+TEST_CASE("MakePlanProblem from a measured sample takes its quantities as "
+          "they are") {
+  Sample s = MakeSample(5, 300);
+  s.blocks[0].workspace_bytes = 70;
+  s.blocks[1].transfer_bytes = 80;
+  s.tail_bytes = 900;
+  s.d2h_bytes_per_s = 1e9;
+  s.h2d_bytes_per_s = 2e9;
+  const PlanProblem p = MakePlanProblem(Model(), s, 1 << 30);
+  CHECK(p.budget_bytes == 1 << 30);
+  CHECK(p.margin_bytes == 0);
+  CHECK(p.base_bytes == *s.base_bytes);
+  REQUIRE(p.blocks.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(p.blocks[i].act_bytes == s.blocks[i].act_bytes);
+    CHECK(p.blocks[i].input_bytes == s.blocks[i].input_bytes);
+    CHECK(p.blocks[i].forward_ns == s.blocks[i].forward_ns);
+  }
+  CHECK(p.blocks[0].workspace_bytes == 70);
+  CHECK(p.blocks[1].transfer_bytes == 80);
+  CHECK(p.blocks[0].transfer_bytes == kUnknown);
+  CHECK(p.blocks[2].workspace_bytes == 900);  // the tail
+  CHECK(p.d2h_bytes_per_s == 1e9);
+  CHECK(p.h2d_bytes_per_s == 2e9);
+}
+
 TEST_CASE("an absurd sample is quarantined, not fitted") {
   auto est = Fitted(Grid());
   auto before = est->Predict({6, 150});

@@ -40,8 +40,10 @@
 #include "collector/trace_recorder.h"
 #include "kernels/copy_engine.h"
 #include "planner/core.h"
+#include "planner/estimator.h"
 #include "planner/model.h"
 #include "planner/plan.h"
+#include "planner/solver.h"
 
 namespace py = pybind11;
 
@@ -188,6 +190,23 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("copies_out_landed", &Plan::copies_out_landed)
       .def_readonly("solver", &Plan::solver)
       .def_readonly("optimality_gap_ns", &Plan::optimality_gap_ns);
+
+  m.def(
+      "plan_for_sample",
+      [](const ModelSpec& spec, const Sample& sample, int64_t budget_bytes,
+         const std::string& solver) {
+        Check(ValidateModelSpec(spec));
+        Check(Prefixed("sample.", ValidateSample(spec, sample)));
+        Check(ValidateBudget(budget_bytes));
+        std::unique_ptr<Solver> s = Value(NewSolver(solver));
+        const PlanProblem problem = MakePlanProblem(spec, sample, budget_bytes);
+        return std::make_shared<Plan>(NoGil([&] { return s->Solve(problem); }));
+      },
+      py::arg("spec"), py::arg("sample"), py::arg("budget_bytes"),
+      py::arg("solver") = "exact",
+      "The plan `solver` makes for the batch `sample` measured, from its own "
+      "quantities (no estimate, no bound, no calibration): the plan in "
+      "hindsight.");
 
   py::class_<PlanResult>(m, "PlanResult")
       .def_readonly("collect", &PlanResult::collect)

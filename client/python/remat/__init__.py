@@ -38,6 +38,7 @@ from remat._core import (  # noqa: F401
     Sample,
     TraceRecorder,
     WITH_CUDA,
+    plan_for_sample,
 )
 
 if WITH_CUDA:
@@ -54,5 +55,5 @@ __all__ = [
     "ModelSpec", "ModelState", "OFFLOAD", "Offloader", "OffloadGroup", "Outcome", "Plan", "PlanChoice", "PlanChooser",
     "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RECOMPUTE_OFFLOAD",
     "RemotePlanner",
-    "Sample", "TraceRecorder", "WITH_CUDA",
+    "Sample", "TraceRecorder", "WITH_CUDA", "plan_for_sample",
 ] + (["CudaMemorySource"] if WITH_CUDA else [])

@@ -262,3 +262,10 @@ class BlockSampler:
 class TraceRecorder:
     def __init__(self, path: str, spec: ModelSpec) -> None: ...
     def record(self, sample: Sample) -> None: ...
+
+
+def plan_for_sample(spec: ModelSpec, sample: Sample, budget_bytes: int,
+                    solver: str = "exact") -> Plan:
+    """The plan `solver` makes for the batch `sample` measured, from its
+    own quantities (no estimate, no bound, no calibration)."""
+    ...
