@@ -8,8 +8,9 @@
 #     steps within budget with the loss falling (tests/python_example.sh);
 #     the examples on Hugging Face's and torchvision's models run a few
 #     steps each within budget (tests/python_model_examples.sh);
-#   * the GPU scripts' rehearsal: tests/gpu_check.sh and bench/gpu_e2e.sh
-#     build everything (CUDA included) with the C++ compiler alone against
+#   * the GPU scripts' rehearsal: tests/gpu_check.sh, bench/gpu_e2e.sh and
+#     bench/gpu_peers.sh build everything (CUDA included; the last, remat's
+#     Python extension) with the C++ compiler alone against
 #     that PyTorch and the folder tests/gpu_deps.sh packs for a GPU machine,
 #     run what needs no GPU, and stop with 77 where there is none.
 # On a machine without a GPU the [cuda] cases skip; their reasons are
@@ -47,7 +48,7 @@ check python_peers bash -c "\"$venv/bin/python\" bench/python/peers.py \
   --compile-budgets 0.5 |
   tee /dev/stderr | grep -c '\"bench\": \"peers\"' | grep -qx 10"
 
-# One build folder for both, so the second compiles only its own files.
+# One build folder for all three, so each compiles only its own files.
 deps=$(mktemp -d)
 trap 'rm -rf "$deps" "$_log"' EXIT
 tests/gpu_deps.sh "$deps/gpu-deps"
@@ -57,6 +58,9 @@ check --skip-ok gpu_check_rehearsal env PYTHON="$venv/bin/python" \
 check --skip-ok gpu_e2e_rehearsal env PYTHON="$venv/bin/python" \
   REMAT_GPU_DEPS="$deps/gpu-deps" REMAT_GPU_BUILD_DIR="$deps/build" \
   bench/gpu_e2e.sh
+check --skip-ok gpu_peers_rehearsal env PYTHON="$venv/bin/python" \
+  REMAT_GPU_DEPS="$deps/gpu-deps" REMAT_GPU_BUILD_DIR="$deps/build" \
+  bench/gpu_peers.sh
 
 counts
 [ "$failed" -eq 0 ]

@@ -8,6 +8,8 @@
 // saved-tensor hooks call). How a step runs its blocks under a plan is
 // PyTorch's business and lives in Python (remat/torch.py).
 //
+// Built with REMAT_NO_REMOTE_PLANNER (no gRPC), it has no RemotePlanner.
+//
 // Errors: a non-OK absl::Status becomes remat.Error (remat/errors.py) with
 // the status code's name and the message.
 //
@@ -31,7 +33,9 @@
 #include "client/offload.h"
 #include "client/plan_chooser.h"
 #include "client/planner.h"
+#ifndef REMAT_NO_REMOTE_PLANNER
 #include "client/remote_planner.h"
+#endif
 #include "client/step_lifecycle.h"
 #include "collector/block_sampler.h"
 #include "collector/cpu_memory_tracker.h"
@@ -288,6 +292,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("outcomes", &ModelState::outcomes)
       .def_readonly("out_of_memory", &ModelState::out_of_memory);
 
+  // A build without gRPC (bench/gpu_peers.sh compiles the module with the
+  // compiler alone) plans in process only.
+#ifndef REMAT_NO_REMOTE_PLANNER
   py::class_<RemotePlanner, Planner>(m, "RemotePlanner")
       .def(py::init([](const std::string& address, double get_plan_deadline_ms,
                        double call_deadline_ms, int max_attempts,
@@ -310,6 +317,7 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "plans_from_daemon",
           [](const RemotePlanner& p) { return p.stats().plans_from_daemon; });
+#endif
 
   py::class_<PlanChoice>(m, "PlanChoice")
       .def_readonly("actions", &PlanChoice::actions)

@@ -34,7 +34,6 @@ from remat._core import (  # noqa: F401
     PlanResult,
     PlanSource,
     Planner,
-    RemotePlanner,
     Sample,
     TraceRecorder,
     WITH_CUDA,
@@ -43,6 +42,10 @@ from remat._core import (  # noqa: F401
 
 if WITH_CUDA:
     from remat._core import CudaMemorySource  # noqa: F401
+try:
+    from remat._core import RemotePlanner  # noqa: F401
+except ImportError:  # a build without gRPC (bench/gpu_peers.sh)
+    RemotePlanner = None
 
 KEEP = Action.KEEP
 RECOMPUTE = Action.RECOMPUTE
@@ -54,6 +57,6 @@ __all__ = [
     "CopyEngine", "CopyEngineStats", "CpuMemoryTracker", "Error", "KEEP", "LocalPlanner", "MemorySource",
     "ModelSpec", "ModelState", "OFFLOAD", "Offloader", "OffloadGroup", "Outcome", "Plan", "PlanChoice", "PlanChooser",
     "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RECOMPUTE_OFFLOAD",
-    "RemotePlanner",
     "Sample", "TraceRecorder", "WITH_CUDA", "plan_for_sample",
-] + (["CudaMemorySource"] if WITH_CUDA else [])
+] + (["CudaMemorySource"] if WITH_CUDA else []) + \
+    (["RemotePlanner"] if RemotePlanner is not None else [])
