@@ -160,6 +160,7 @@ struct ReportedPeak {
   Features features;
   std::vector<Action> actions;
   int64_t measured_peak_bytes = 0;
+  bool outlier = false;  // held, not calibrated with
 };
 
 // The safe plan a COLLECT answer carries; with `send_checkpoints` every
@@ -206,6 +207,7 @@ struct PlannerCore::Impl {
     uint64_t generation = 0;  // under mu
     uint64_t outcomes = 0;
     uint64_t out_of_memory = 0;
+    uint64_t outcomes_quarantined = 0;
     // Group commit, all under mu. Tickets count staged batches; every
     // batch up to fitted_ticket is in `estimator`.
     std::vector<StagedBatch> staged;
@@ -519,7 +521,8 @@ struct PlannerCore::Impl {
       for (const ReportedPeak& p : m.peaks_while_fitting) {
         // Validated when reported; a failure leaves calibration as it was,
         // as on the estimator this one replaces.
-        next->ReportPeak(p.features, p.actions, p.measured_peak_bytes)
+        next->ReportPeak(p.features, p.actions, p.measured_peak_bytes,
+                         p.outlier)
             .IgnoreError();
       }
       m.estimator = std::move(next);
@@ -695,13 +698,17 @@ absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
 
 absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
                                            uint64_t outcomes,
-                                           uint64_t out_of_memory) {
+                                           uint64_t out_of_memory,
+                                           uint64_t quarantined) {
   auto found = impl_->Find(model);
   if (!found.ok()) return found.status();
-  if (out_of_memory > outcomes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "out_of_memory: ", out_of_memory, " exceeds outcomes (", outcomes,
-        "); out-of-memory steps are outcomes too"));
+  for (auto [field, part] : {std::pair{"out_of_memory", out_of_memory},
+                             std::pair{"quarantined", quarantined}}) {
+    if (part > outcomes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", part, " exceeds outcomes (", outcomes,
+          "); they are outcomes too"));
+    }
   }
   std::lock_guard lock((*found)->mu);
   if ((*found)->outcomes + outcomes < outcomes) {
@@ -709,32 +716,52 @@ absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
   }
   (*found)->outcomes += outcomes;
   (*found)->out_of_memory += out_of_memory;
+  (*found)->outcomes_quarantined += quarantined;
   return absl::OkStatus();
 }
 
 absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
                                        const CommitHook& commit) {
+  ReportOutcomeOptions options;
+  if (commit) options.commit = [&commit](bool) { return commit(); };
+  return ReportOutcome(outcome, options);
+}
+
+absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
+                                       const ReportOutcomeOptions& options) {
   auto found = impl_->Find(outcome.model);
   if (!found.ok()) return found.status();
   Impl::Model& m = **found;
   if (auto s = ValidateOutcome(*m.spec, outcome); !s.ok()) return s;
   std::lock_guard lock(m.mu);
-  if (commit) {
-    if (auto s = commit(); !s.ok()) return s;
+  // Nothing to calibrate against yet, or no peak: nothing to judge.
+  const bool calibrates =
+      outcome.measured_peak_bytes > 0 && m.estimator->num_samples() > 0;
+  bool outlier = false;
+  if (options.outlier != nullptr) {
+    outlier = *options.outlier;
+  } else if (calibrates) {
+    absl::StatusOr<bool> judged = m.estimator->JudgePeak(
+        outcome.features, outcome.actions, outcome.measured_peak_bytes);
+    if (!judged.ok()) return judged.status();
+    outlier = *judged;
   }
+  if (options.commit) {
+    if (auto s = options.commit(outlier); !s.ok()) return s;
+  }
+  if (options.held != nullptr) *options.held = outlier;
   ++m.outcomes;
   if (outcome.out_of_memory) ++m.out_of_memory;
+  if (outlier) ++m.outcomes_quarantined;
   if (outcome.measured_peak_bytes == 0) return absl::OkStatus();
   if (m.fitting) {
-    m.peaks_while_fitting.push_back(
-        {outcome.features, outcome.actions, outcome.measured_peak_bytes});
+    m.peaks_while_fitting.push_back({outcome.features, outcome.actions,
+                                     outcome.measured_peak_bytes, outlier});
   }
-  if (m.estimator->num_samples() == 0) {
-    return absl::OkStatus();  // nothing to calibrate against yet
-  }
+  if (m.estimator->num_samples() == 0) return absl::OkStatus();
   auto before = m.estimator->Predict(outcome.features);
   if (auto s = m.estimator->ReportPeak(outcome.features, outcome.actions,
-                                       outcome.measured_peak_bytes);
+                                       outcome.measured_peak_bytes, outlier);
       !s.ok()) {
     return s;
   }
@@ -771,6 +798,7 @@ absl::StatusOr<ModelState> PlannerCore::GetModelState(
   }
   state.outcomes = m.outcomes;
   state.out_of_memory = m.out_of_memory;
+  state.outcomes_quarantined = m.outcomes_quarantined;
   return state;
 }
 

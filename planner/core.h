@@ -120,6 +120,9 @@ struct ModelState {
   std::vector<FeatureRange> observed_range;
   uint64_t outcomes = 0;
   uint64_t out_of_memory = 0;
+  // Outcomes whose peak was held as an outlier (Estimator::JudgePeak), not
+  // calibrated with.
+  uint64_t outcomes_quarantined = 0;
 };
 
 // Called by a mutating call once the whole request is valid, before
@@ -140,6 +143,17 @@ struct AddSamplesOptions {
   const SampleVerdict* verdict = nullptr;
   // Out: how many of the batch's samples are held as outliers.
   size_t* quarantined = nullptr;
+};
+
+struct ReportOutcomeOptions {
+  // CommitHook that also gets the estimator's verdict on the outcome's peak
+  // (true: held as an outlier): rematd logs it with the outcome.
+  std::function<absl::Status(bool outlier)> commit;
+  // Replaying a log: apply this recorded verdict instead of judging the
+  // peak again, so calibration is rebuilt exactly.
+  const bool* outlier = nullptr;
+  // Out: whether the peak was held as an outlier.
+  bool* held = nullptr;
 };
 
 // Thread-safe: every method may be called concurrently.
@@ -199,15 +213,22 @@ class PlannerCore {
   // FAILED_PRECONDITION when the model has no samples yet. Never cached.
   absl::StatusOr<PlanResult> Explain(const PlanRequest& request);
 
-  // Feeds calibration. NOT_FOUND / INVALID_ARGUMENT (the whole outcome is
-  // checked before anything changes).
+  // Feeds calibration with the outcome's measured peak, unless the
+  // estimator holds it as an outlier (Estimator::JudgePeak: counted in
+  // ModelState::outcomes_quarantined). NOT_FOUND / INVALID_ARGUMENT (the
+  // whole outcome is checked, and its peak judged, before anything
+  // changes).
+  absl::Status ReportOutcome(const Outcome& outcome,
+                             const ReportOutcomeOptions& options);
   absl::Status ReportOutcome(const Outcome& outcome,
                              const CommitHook& commit = nullptr);
   // Adds outcomes to the model's counters (ModelState) without feeding
   // calibration: what log compaction folded away. NOT_FOUND; INVALID_ARGUMENT
-  // when out_of_memory exceeds outcomes or the count would overflow.
+  // when out_of_memory or quarantined exceeds outcomes or a count would
+  // overflow.
   absl::Status AddOutcomeCounts(const std::string& model, uint64_t outcomes,
-                                uint64_t out_of_memory);
+                                uint64_t out_of_memory,
+                                uint64_t quarantined = 0);
 
   std::vector<std::string> ListModels() const;
   absl::StatusOr<ModelState> GetModelState(const std::string& model) const;

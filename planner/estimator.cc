@@ -44,6 +44,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -383,7 +384,7 @@ class FittedEstimator final : public Estimator {
 
   absl::Status ReportPeak(const Features& features,
                           const std::vector<Action>& actions,
-                          int64_t measured_peak_bytes) override {
+                          int64_t measured_peak_bytes, bool outlier) override {
     if (measured_peak_bytes < 0 || measured_peak_bytes > kMaxPeakBytes) {
       return InvalidField(
           "measured_peak_bytes",
@@ -391,9 +392,38 @@ class FittedEstimator final : public Estimator {
     }
     ReportedPeak peak{features, actions, measured_peak_bytes};
     if (absl::Status s = Measure(&peak); !s.ok()) return s;
+    if (outlier) {
+      outlier_peaks_.push_back(features);
+      while (outlier_peaks_.size() > kCalibrationWindow) {
+        outlier_peaks_.pop_front();
+      }
+      return absl::OkStatus();
+    }
     recent_peaks_.push_back(std::move(peak));
     while (recent_peaks_.size() > kCalibrationWindow) recent_peaks_.pop_front();
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> JudgePeak(const Features& features,
+                                 const std::vector<Action>& actions,
+                                 int64_t measured_peak_bytes) const override {
+    if (measured_peak_bytes < 0 || measured_peak_bytes > kMaxPeakBytes) {
+      return InvalidField(
+          "measured_peak_bytes",
+          absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
+    }
+    absl::StatusOr<Prediction> p = Predict(features);
+    if (!p.ok()) return p.status();
+    if (!p->trusted) return false;
+    absl::StatusOr<Estimate> peak = PredictPeakBytes(features, actions);
+    if (!peak.ok()) return peak.status();
+    if (static_cast<double>(measured_peak_bytes) <=
+        kOutlierFactor * peak->upper) {
+      return false;
+    }
+    std::set<Features> distinct(outlier_peaks_.begin(), outlier_peaks_.end());
+    distinct.insert(features);
+    return distinct.size() < kCorroboratingSamples;
   }
 
   absl::StatusOr<Estimate> PredictPeakBytes(
@@ -989,6 +1019,8 @@ class FittedEstimator final : public Estimator {
   std::deque<Sample> quarantine_;  // kept, not fitted (outliers)
   // The last kCalibrationWindow peaks reported (calibration).
   std::deque<ReportedPeak> recent_peaks_;
+  // The features of the last kCalibrationWindow peaks held as outliers.
+  std::deque<Features> outlier_peaks_;
 
   // Derived from samples_ by Refit().
   size_t num_distinct_ = 0;

@@ -164,10 +164,26 @@ class Estimator {
 
   // Feeds back the measured peak of a step that ran `actions` for
   // `features`. A measured peak above the prediction raises
-  // calibration_bytes so the next plan is safer.
+  // calibration_bytes so the next plan is safer. With `outlier` (what
+  // JudgePeak said, or a log recorded) the peak is held instead: counted
+  // among the recent outliers that may corroborate later ones, calibration
+  // unchanged.
   virtual absl::Status ReportPeak(const Features& features,
                                   const std::vector<Action>& actions,
-                                  int64_t measured_peak_bytes) = 0;
+                                  int64_t measured_peak_bytes,
+                                  bool outlier = false) = 0;
+
+  // Whether a reported peak is an outlier to hold rather than calibrate
+  // with, as samples are judged: the fit vouches for `features`, and the
+  // peak exceeds twice the upper bound of the prediction for `actions`
+  // (calibration included), and the outliers held lately do not
+  // corroborate it (with it, they span fewer than three distinct feature
+  // vectors). One client's absurd reports then move no one's plans, while a
+  // model that changed (every batch misses) is learned again. False while
+  // the fit cannot vouch. INVALID_ARGUMENT as ReportPeak.
+  virtual absl::StatusOr<bool> JudgePeak(const Features& features,
+                                         const std::vector<Action>& actions,
+                                         int64_t measured_peak_bytes) const = 0;
 
   // The whole-step peak for `features` under `actions`: the memory model
   // (PredictedPeakBytes) on the point predictions (value) and on the upper

@@ -570,6 +570,51 @@ double CalibrationOf(Estimator& est, const Features& f) {
 const Features kTiny = {1, 32}, kSmall = {2, 32}, kBetween = {4, 96},
                kMiddle = {8, 200}, kLarge = {32, 512};
 
+TEST_CASE("an absurd reported peak is held, not calibrated with, until "
+          "peaks at other feature vectors corroborate it") {
+  auto est = Fitted(Grid());
+  const std::vector<Action> keep(3, Action::kKeep);
+  auto bound = est->PredictPeakBytes({5, 300}, keep);
+  REQUIRE(bound.ok());
+  const auto absurd = static_cast<int64_t>(100 * bound->upper);
+  auto judged = est->JudgePeak({5, 300}, keep, absurd);
+  REQUIRE(judged.ok());
+  CHECK(*judged);
+  // Within twice the bound: a miss to learn from, not an outlier.
+  auto miss = est->JudgePeak({5, 300}, keep,
+                             static_cast<int64_t>(1.9 * bound->upper));
+  REQUIRE(miss.ok());
+  CHECK_FALSE(*miss);
+  // Held 64 times at one feature vector: calibration as it was, and the
+  // next is still an outlier.
+  for (int i = 0; i < 64; ++i) {
+    REQUIRE(est->ReportPeak({5, 300}, keep, absurd, /*outlier=*/true).ok());
+  }
+  auto p = est->Predict({6, 200});
+  REQUIRE(p.ok());
+  CHECK(p->calibration_bytes == 0);
+  CHECK(*est->JudgePeak({5, 300}, keep, absurd));
+  // A second feature vector is not enough; a third corroborates (a model
+  // that changed misses on every batch).
+  auto second = est->PredictPeakBytes({6, 200}, keep);
+  REQUIRE(second.ok());
+  const auto absurd2 = static_cast<int64_t>(100 * second->upper);
+  CHECK(*est->JudgePeak({6, 200}, keep, absurd2));
+  REQUIRE(est->ReportPeak({6, 200}, keep, absurd2, /*outlier=*/true).ok());
+  auto third = est->PredictPeakBytes({7, 100}, keep);
+  REQUIRE(third.ok());
+  CHECK_FALSE(*est->JudgePeak({7, 100}, keep,
+                              static_cast<int64_t>(100 * third->upper)));
+  // A fit that cannot vouch judges nothing.
+  auto young = Fitted({MakeSample(1, 32), MakeSample(2, 96)});
+  auto young_bound = young->PredictPeakBytes({2, 64}, keep);
+  REQUIRE(young_bound.ok());
+  CHECK_FALSE(*young->JudgePeak(
+      {2, 64}, keep, static_cast<int64_t>(100 * young_bound->upper)));
+  CHECK(young->JudgePeak({2, 64}, keep, -1).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("calibration: a small batch's miss holds on larger ones as it is") {
   // Not in proportion to their footprints, which are up to a thousand
   // times larger: what the model misses has a fixed part.

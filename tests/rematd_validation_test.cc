@@ -279,6 +279,70 @@ TEST_CASE("one absurd sample is quarantined, durably, and plans keep") {
   REQUIRE(restarted.Signal(SIGTERM) == 0);
 }
 
+TEST_CASE("one client's absurd outcomes are quarantined, durably, and "
+          "everyone's plans keep") {
+  const std::string state = testing::MakeTempDir() + "/state";
+  const ModelSpec spec = testing::TestModel("shared", 12);
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start({state}).ok());
+  Client client(daemon.address());
+  REQUIRE(client.Register(testing::ToProto(spec)).ok());
+  REQUIRE(client.Samples(SamplesRequest(spec, Twelve(spec))).ok());
+  const std::vector<std::pair<double, double>> probes = {
+      {2, 100}, {4, 200}, {8, 300}, {8, 500}};
+  const int64_t budget = int64_t{64} << 30;
+  auto predicted = [&](Client& c) {
+    std::vector<int64_t> peaks;
+    for (auto [batch, seq] : probes) {
+      v1::GetPlanResponse r;
+      REQUIRE(c.Plan("shared", batch, seq, budget, &r).ok());
+      REQUIRE(r.decision() == v1::PLAN);
+      peaks.push_back(r.plan().predicted_peak_bytes());
+    }
+    return peaks;
+  };
+  const std::vector<int64_t> before = predicted(client);
+
+  // A broken client reports its step at (8, 500) as 100 times the plan's
+  // prediction, 64 times.
+  Client broken(daemon.address());
+  v1::GetPlanResponse plan;
+  REQUIRE(broken.Plan("shared", 8, 500, budget, &plan).ok());
+  v1::ReportOutcomeRequest absurd;
+  absurd.set_model("shared");
+  (*absurd.mutable_features())["batch"] = 8;
+  (*absurd.mutable_features())["seq"] = 500;
+  for (const v1::BlockPlan& b : plan.plan().blocks()) {
+    absurd.add_actions(b.action());
+  }
+  absurd.set_measured_peak_bytes(100 * plan.plan().predicted_peak_bytes());
+  for (int i = 0; i < 64; ++i) REQUIRE(broken.Outcome(absurd).ok());
+  const v1::GetModelStateResponse held = client.State("shared");
+  CHECK(held.outcomes() == 64);
+  CHECK(held.outcomes_quarantined() == 64);
+  CHECK(Metric(testing::HttpGet(daemon.metrics_port(), "/metrics"),
+               "rematd_outcomes_quarantined_total") == 64);
+  CHECK(predicted(client) == before);
+  // An honest miss (10% over) still calibrates.
+  v1::ReportOutcomeRequest honest = absurd;
+  honest.set_measured_peak_bytes(plan.plan().predicted_peak_bytes() * 11 / 10);
+  REQUIRE(client.Outcome(honest).ok());
+  CHECK(client.State("shared").outcomes_quarantined() == 64);
+  const std::vector<int64_t> calibrated = predicted(client);
+  CHECK(calibrated != before);
+
+  // Durable: the same after SIGKILL and replay.
+  REQUIRE(daemon.Signal(SIGKILL) == 128 + SIGKILL);
+  DaemonProcess restarted;
+  REQUIRE(restarted.Start({state}).ok());
+  Client again(restarted.address());
+  const v1::GetModelStateResponse after = again.State("shared");
+  CHECK(after.outcomes() == 65);
+  CHECK(after.outcomes_quarantined() == 64);
+  CHECK(predicted(again) == calibrated);
+  REQUIRE(restarted.Signal(SIGTERM) == 0);
+}
+
 TEST_CASE("with --log-format json, libprotobuf's own lines are JSON too") {
   DaemonProcess daemon;
   REQUIRE(daemon.Start({"", "", {"--log-format", "json"}}).ok());

@@ -13,7 +13,10 @@ round, their median and spread, beside the ratio over all steps.
 A step's peak is everything it holds, as remat's budget means it: the
 model's parameters and gradients, the optimizer's state, the batch, and
 every activation inside and outside the layers (on the CPU, LibTorch's
-allocator as remat's tracker counts it; on a GPU, CUDA's allocator).
+allocator as remat's tracker counts it; on a GPU, CUDA's allocator,
+counted from where the step begins plus the strategy's own model,
+optimizer state and batch, since every strategy's model is on the one
+device).
 
 Strategies:
   none          no checkpointing
@@ -220,6 +223,32 @@ class Runner:
         self.extra["compile_s"] = time.perf_counter() - start
 
 
+class OwnShare(remat.MemorySource):
+    """A device's allocator statistics, counted as the CPU tracker counts
+    (relative: from where a step begins, remat adding what the step's own
+    model, optimizer and batch hold), so that a strategy's peak never holds
+    the other strategies' models on the same device."""
+
+    def __init__(self, device_source: remat.MemorySource) -> None:
+        super().__init__()
+        self.device_source = device_source
+
+    def absolute(self) -> bool:
+        return False
+
+    def current_bytes(self) -> int:
+        return self.device_source.current_bytes()
+
+    def peak_bytes(self) -> int:
+        return self.device_source.peak_bytes()
+
+    def reset_peak(self) -> None:
+        self.device_source.reset_peak()
+
+    def synchronize(self) -> None:
+        self.device_source.synchronize()
+
+
 def measure(memory: remat.MemorySource, resident: int,
             run: Callable[[], None]) -> int:
     """The whole-step peak of run(), as a remat step measures it."""
@@ -355,6 +384,8 @@ def main(argv=None) -> int:
                          attn_implementation=a.attention)
     base = LlamaForCausalLM(config).to(device)
     memory = remat.torch.memory_source_for(device)
+    if memory.absolute():
+        memory = OwnShare(memory)
 
     def batch_of(seq: int, seed: int) -> Dict[str, torch.Tensor]:
         g = torch.Generator().manual_seed(seed)

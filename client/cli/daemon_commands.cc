@@ -290,7 +290,9 @@ int RunModel(const CommonArgs& args, const std::string& name) {
                                        r.num_quarantined(),
                                        " quarantined (outliers)")},
               {"outcomes", absl::StrCat(r.outcomes(), " (", r.out_of_memory(),
-                                        " out of memory)")},
+                                        " out of memory, ",
+                                        r.outcomes_quarantined(),
+                                        " quarantined)")},
               {"plan cache",
                absl::StrCat(r.cache().hits(), " hits, ", r.cache().misses(),
                             " misses, ", r.cache().size(), " plans")}});

@@ -290,7 +290,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("num_samples", &ModelState::num_samples)
       .def_readonly("num_quarantined", &ModelState::num_quarantined)
       .def_readonly("outcomes", &ModelState::outcomes)
-      .def_readonly("out_of_memory", &ModelState::out_of_memory);
+      .def_readonly("out_of_memory", &ModelState::out_of_memory)
+      .def_readonly("outcomes_quarantined", &ModelState::outcomes_quarantined);
 
   // A build without gRPC (bench/gpu_peers.sh compiles the module with the
   // compiler alone) plans in process only.

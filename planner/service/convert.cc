@@ -394,6 +394,7 @@ void ModelStateToProto(const ModelState& state, const PlanCacheStats& cache,
   }
   proto->set_outcomes(state.outcomes);
   proto->set_out_of_memory(state.out_of_memory);
+  proto->set_outcomes_quarantined(state.outcomes_quarantined);
   v1::CacheStats* c = proto->mutable_cache();
   c->set_hits(cache.hits);
   c->set_misses(cache.misses);

@@ -118,6 +118,11 @@ void Metrics::CountCopyWait(int64_t wait_ns, int64_t step_ns) {
   wait_report_step_seconds_ += static_cast<double>(step_ns) / 1e9;
 }
 
+void Metrics::CountOutcomeQuarantined() {
+  absl::MutexLock lock(&mu_);
+  ++outcomes_quarantined_;
+}
+
 void Metrics::CountSamples(uint64_t n, uint64_t quarantined) {
   absl::MutexLock lock(&mu_);
   samples_ += n;
@@ -191,6 +196,13 @@ std::string Metrics::RenderPrometheus(
            "counter", &out);
     absl::StrAppend(&out, "rematd_samples_quarantined_total ", quarantined_,
                     "\n");
+    Header("rematd_outcomes_quarantined_total",
+           "Outcomes whose measured peak was held as an outlier (more than "
+           "twice the predicted bound, not corroborated), not calibrated "
+           "with.",
+           "counter", &out);
+    absl::StrAppend(&out, "rematd_outcomes_quarantined_total ",
+                    outcomes_quarantined_, "\n");
   }
   Header("rematd_plan_latency_seconds",
          "GetPlan latency inside the daemon; result=miss includes estimating "

@@ -66,6 +66,8 @@ class Metrics {
   // Samples accepted by ReportSamples; `quarantined` of them were held as
   // outliers (kept, not fitted).
   void CountSamples(uint64_t n, uint64_t quarantined = 0);
+  // An outcome whose peak was held as an outlier (not calibrated with).
+  void CountOutcomeQuarantined();
 
   uint64_t requests(const std::string& method, const std::string& code) const;
 
@@ -87,6 +89,7 @@ class Metrics {
   double wait_report_step_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t samples_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t quarantined_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t outcomes_quarantined_ ABSL_GUARDED_BY(mu_) = 0;
 
   Histogram plan_hit_seconds_;
   Histogram plan_miss_seconds_;

@@ -429,14 +429,22 @@ absl::Status PlannerService::DoReportOutcome(
   if (!spec.ok()) return spec.status();
   auto outcome = OutcomeFromProto(**spec, request);
   if (!outcome.ok()) return outcome.status();
-  if (auto s = core_->ReportOutcome(*outcome,
-                                    [&] {
-                                      v1::WalRecord record;
-                                      *record.mutable_outcome() = request;
-                                      return Log(record);
-                                    });
-      !s.ok()) {
-    return s;
+  ReportOutcomeOptions options;
+  options.commit = [&](bool outlier) {
+    v1::WalRecord record;
+    *record.mutable_outcome() = request;
+    record.set_outcome_outlier(outlier);
+    return Log(record);
+  };
+  bool held = false;
+  options.held = &held;
+  if (auto s = core_->ReportOutcome(*outcome, options); !s.ok()) return s;
+  if (held) {
+    metrics_->CountOutcomeQuarantined();
+    LogEvent(spdlog::level::warn, "outcome_quarantined",
+             {{"model", request.model()},
+              {"features", FeaturesJson(request.features())},
+              {"measured_peak_bytes", request.measured_peak_bytes()}});
   }
   metrics_->CountOutcome(
       request.out_of_memory(),
@@ -508,11 +516,15 @@ absl::Status ApplyWalRecord(PlannerCore* core, const v1::WalRecord& record) {
       if (!spec.ok()) return spec.status();
       auto outcome = OutcomeFromProto(**spec, record.outcome());
       if (!outcome.ok()) return outcome.status();
-      return core->ReportOutcome(*outcome);
+      const bool outlier = record.outcome_outlier();
+      ReportOutcomeOptions options;
+      options.outlier = &outlier;
+      return core->ReportOutcome(*outcome, options);
     }
     case v1::WalRecord::kOutcomeTally: {
       const v1::OutcomeTally& t = record.outcome_tally();
-      return core->AddOutcomeCounts(t.model(), t.outcomes(), t.out_of_memory());
+      return core->AddOutcomeCounts(t.model(), t.outcomes(), t.out_of_memory(),
+                                    t.quarantined());
     }
     case v1::WalRecord::RECORD_NOT_SET:
       break;

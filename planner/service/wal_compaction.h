@@ -4,9 +4,12 @@
 // Kept as they are, in order: every registration and every sample batch
 // (samples are bounded per model by max_samples_per_model). Outcomes only
 // feed calibration through their measured peaks, and calibration only
-// remembers the last kCalibrationWindow reports (estimator.h), so of each
+// remembers the last kCalibrationWindow reports (estimator.h), and the
+// judge of outliers the last kCalibrationWindow outliers held, so of each
 // model's outcomes with a measured peak only the last kCalibrationWindow
-// are kept, in place; every other outcome is folded into one OutcomeTally
+// calibrated with and the last kCalibrationWindow held as outliers are
+// kept, in place, with their verdicts; every other outcome is folded into
+// one OutcomeTally
 // per model (after its registration) so the model's outcome counts stay
 // right. Replaying the result gives the same fits, the same calibration
 // and the same counts as replaying the input.

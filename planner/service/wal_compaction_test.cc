@@ -78,6 +78,14 @@ TEST_CASE("a compacted log replays to the same planner state") {
     log.push_back(OutcomeRecord(a, i));
     if (i == 150) log.push_back(Samples(a, 5, 8));  // a refit mid-stream
     if (i % 3 == 0) log.push_back(OutcomeRecord(b, i));  // b has no samples
+    if (i >= 100 && i % 3 == 1) {
+      // A broken client's absurd peaks, held as outliers: 100 of them, so
+      // that some fold into the tally.
+      v1::WalRecord held = OutcomeRecord(a, i);
+      held.mutable_outcome()->set_measured_peak_bytes(int64_t{1} << 45);
+      held.set_outcome_outlier(true);
+      log.push_back(held);
+    }
   }
   // Compacting twice folds the first tallies into the second.
   const std::vector<v1::WalRecord> once = CompactWalRecords(log);
@@ -95,8 +103,10 @@ TEST_CASE("a compacted log replays to the same planner state") {
     CHECK(s1->num_samples == s2->num_samples);
     CHECK(s1->outcomes == s2->outcomes);
     CHECK(s1->out_of_memory == s2->out_of_memory);
+    CHECK(s1->outcomes_quarantined == s2->outcomes_quarantined);
   }
-  CHECK(full->GetModelState("a")->outcomes == 400);
+  CHECK(full->GetModelState("a")->outcomes == 500);
+  CHECK(full->GetModelState("a")->outcomes_quarantined == 100);
   CHECK(full->GetModelState("b")->outcomes == 134);
   // Same calibration: the same predicted peaks everywhere.
   for (double batch : {1, 3, 8}) {

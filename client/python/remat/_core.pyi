@@ -104,6 +104,7 @@ class ModelState:
     num_quarantined: int
     outcomes: int
     out_of_memory: int
+    outcomes_quarantined: int
 
 
 class LocalPlanner(Planner):
