@@ -154,6 +154,15 @@ int64_t RoundBytes(double v) {
   return static_cast<int64_t>(std::llround(ClampPrediction(v)));
 }
 
+absl::Status CheckPeakBytes(int64_t measured_peak_bytes) {
+  if (measured_peak_bytes < 0 || measured_peak_bytes > kMaxPeakBytes) {
+    return InvalidField(
+        "measured_peak_bytes",
+        absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
+  }
+  return absl::OkStatus();
+}
+
 // Counts the step's tail (Sample::tail_bytes: the head and loss, between
 // the last block's forward and its backward) in the last block's
 // backward, as workspace. The tail's own moment holds what the last block
@@ -385,10 +394,8 @@ class FittedEstimator final : public Estimator {
   absl::Status ReportPeak(const Features& features,
                           const std::vector<Action>& actions,
                           int64_t measured_peak_bytes, bool outlier) override {
-    if (measured_peak_bytes < 0 || measured_peak_bytes > kMaxPeakBytes) {
-      return InvalidField(
-          "measured_peak_bytes",
-          absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
+    if (absl::Status s = CheckPeakBytes(measured_peak_bytes); !s.ok()) {
+      return s;
     }
     ReportedPeak peak{features, actions, measured_peak_bytes};
     if (absl::Status s = Measure(&peak); !s.ok()) return s;
@@ -407,10 +414,8 @@ class FittedEstimator final : public Estimator {
   absl::StatusOr<bool> JudgePeak(const Features& features,
                                  const std::vector<Action>& actions,
                                  int64_t measured_peak_bytes) const override {
-    if (measured_peak_bytes < 0 || measured_peak_bytes > kMaxPeakBytes) {
-      return InvalidField(
-          "measured_peak_bytes",
-          absl::StrCat(measured_peak_bytes, " is outside [0, 2^60]"));
+    if (absl::Status s = CheckPeakBytes(measured_peak_bytes); !s.ok()) {
+      return s;
     }
     absl::StatusOr<Prediction> p = Predict(features);
     if (!p.ok()) return p.status();

@@ -177,8 +177,9 @@ class Runner:
             actions = step.actions
         else:
             actions = self.plans.get(s, [])
-            peak = measure(self.memory, self.resident_bytes(batch),
-                           lambda: self.forward_backward(batch, actions))
+            peak = remat.torch.peak_bytes_of(
+                lambda: self.forward_backward(batch, actions), self.memory,
+                self.resident_bytes(batch))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.device.type == "cuda":
@@ -247,20 +248,6 @@ class OwnShare(remat.MemorySource):
 
     def synchronize(self) -> None:
         self.device_source.synchronize()
-
-
-def measure(memory: remat.MemorySource, resident: int,
-            run: Callable[[], None]) -> int:
-    """The whole-step peak of run(), as a remat step measures it."""
-    with memory.attach():
-        memory.synchronize()
-        memory.reset_peak()
-        begin = memory.current_bytes()
-        run()
-        memory.synchronize()
-        if memory.absolute():
-            return memory.peak_bytes()
-        return resident + memory.peak_bytes() - begin
 
 
 def tune_compile_budget(make: Callable[[float], Runner],

@@ -30,7 +30,8 @@ from torch import nn
 
 import remat
 from demo_report import StepLog, format_bytes
-from remat.torch import PlannedModule, memory_source_for, resident_bytes
+from remat.torch import (PlannedModule, memory_source_for, peak_bytes_of,
+                         resident_bytes)
 
 
 class Embed(nn.Module):
@@ -96,17 +97,10 @@ def draw_lengths(steps: int, min_seq: int, max_seq: int, median_seq: float,
 def no_checkpoint_peak_bytes(model: PlannedModule, ids: torch.Tensor,
                              labels: torch.Tensor) -> int:
     """The measured peak of one plain step (every block KEEP)."""
-    memory = model.memory
     model.zero_grad(set_to_none=True)
-    resident = resident_bytes(model, [ids])
-    with memory.attach():
-        memory.synchronize()
-        memory.reset_peak()
-        begin = memory.current_bytes()
-        nn.functional.cross_entropy(model(ids), labels).backward()
-        memory.synchronize()
-        peak = memory.peak_bytes() if memory.absolute() else \
-            resident + memory.peak_bytes() - begin
+    peak = peak_bytes_of(
+        lambda: nn.functional.cross_entropy(model(ids), labels).backward(),
+        model.memory, resident_bytes(model, [ids]))
     model.zero_grad(set_to_none=True)
     return peak
 

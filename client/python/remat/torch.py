@@ -91,7 +91,7 @@ from remat._core import Action, PlanSource
 from remat.errors import Error
 
 __all__ = ["Applied", "PlannedModule", "Step", "apply", "memory_source_for",
-           "remove", "resident_bytes"]
+           "peak_bytes_of", "remove", "resident_bytes"]
 
 Blocks = Union[nn.ModuleList, nn.Sequential, Mapping[str, nn.Module],
                Iterable[Tuple[str, nn.Module]]]
@@ -125,6 +125,23 @@ def resident_bytes(module: nn.Module,
     ``tensors``, each storage counted once: what was alive before a step
     that a relative memory source (the CPU tracker) cannot see."""
     return _resident([module], tensors)
+
+
+def peak_bytes_of(run: Callable[[], Any], memory: _core.MemorySource,
+                  resident: int = 0) -> int:
+    """The whole-step peak of ``run()`` as a step measures it: an absolute
+    source's (CUDA's) peak; on a relative one (the CPU tracker)
+    ``resident`` (what was alive before, ``resident_bytes``) plus the most
+    that ``run()`` held above where it began."""
+    with memory.attach():
+        memory.synchronize()
+        memory.reset_peak()
+        begin = memory.current_bytes()
+        run()
+        memory.synchronize()
+        if memory.absolute():
+            return memory.peak_bytes()
+        return resident + memory.peak_bytes() - begin
 
 
 def _resident(modules: Iterable[nn.Module], tensors: Iterable[Any]) -> int:
@@ -1051,17 +1068,14 @@ class Applied(_Planning):
                         "memory source (apply(..., memory=...))")
         if actions is None:
             actions = [Action.KEEP] * len(self.blocks)
-        with memory.attach():
-            memory.synchronize()
-            memory.reset_peak()
-            begin = memory.current_bytes()
-            resident = 0 if memory.absolute() else \
-                self._resident_bytes(_tensors_in(inputs))
+        resident = 0 if memory.absolute() else \
+            self._resident_bytes(_tensors_in(inputs))
+
+        def forced() -> None:
             with self.with_actions(actions):
                 run()
-            memory.synchronize()
-            peak = memory.peak_bytes() if memory.absolute() else \
-                resident + memory.peak_bytes() - begin
+
+        peak = peak_bytes_of(forced, memory, resident)
         for module in [self.model] if self.model is not None else \
                 self.blocks:
             module.zero_grad(set_to_none=True)
