@@ -54,8 +54,8 @@
 // search is exact in that order (not in the peak among such plans).
 //
 // With OFFLOAD the cost is recompute plus exposed transfer time, ties go
-// to fewer blocks not kept, and when no plan fits the answer is still the
-// smallest peak without offloading.
+// to fewer blocks not kept, and when no plan fits the answer is the least
+// peak over every action, found by bisection over the limit (LeastPeak).
 #include "planner/exact_solver.h"
 
 #include <algorithm>
@@ -2787,14 +2787,13 @@ void OffloadWhereCheaper(const PlanProblem& problem,
   }
 }
 
-}  // namespace
-
-std::vector<Action> SolveExact(const PlanProblem& problem,
-                               const ExactOptions& options,
-                               ExactStats* stats) {
-  const auto start = std::chrono::steady_clock::now();
-  ExactStats local_stats;
-  ExactStats& st = stats != nullptr ? *stats : local_stats;
+// SolveExact under problem.limit_bytes(), timed from `start`: the cheapest
+// plan that fits, else (st.infeasible) the recompute search's least peak,
+// its checkpoints sent where that lowers it.
+std::vector<Action> SolveUnderLimit(const PlanProblem& problem,
+                                    const ExactOptions& options,
+                                    std::chrono::steady_clock::time_point start,
+                                    ExactStats& st) {
   std::vector<Action> actions = SolveRecompute(problem, options, st);
   if (!problem.has_link() || st.keep_all_fits) return actions;
   OffloadSearch search(problem, options, start, &st);
@@ -2884,7 +2883,8 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
   st.infeasible = !start_fits && !search.found();
   if (st.infeasible) {
     // No plan fits: the smallest peak without offloading (recompute-only
-    // search's answer), lower still with its checkpoints sent.
+    // search's answer), lower still with its checkpoints sent; LeastPeak
+    // goes on from there.
     if (PredictedPeakBytes(problem, sending) < PredictedPeakBytes(problem, actions)) {
       return sending;
     }
@@ -2899,6 +2899,72 @@ std::vector<Action> SolveExact(const PlanProblem& problem,
       static_cast<int64_t>(std::floor(complete ? search.best_cost()
                                                : search.lower_bound())));
   return actions;
+}
+
+// No plan fits under the limit, with a link: `actions`, the least peak
+// without offloading, may not be the least peak (an OFFLOAD, or a
+// checkpoint sent to host after a block that saves nothing by itself,
+// reaches lower). The search decides exactly whether any plan fits a
+// limit, so the least peak is the least limit at which one does: found by
+// bisection between the limit (nothing fits) and the best peak known,
+// each fitting plan's own peak lowering the top. Bytes are integers, so
+// it ends after about log2 of that gap solves (30 for gigabytes); what
+// is left of the time limit bounds it, and a bisection stopped there
+// answers the least peak it found, which is reachable.
+std::vector<Action> LeastPeak(const PlanProblem& problem,
+                              const ExactOptions& options,
+                              std::chrono::steady_clock::time_point start,
+                              std::vector<Action> actions, ExactStats& st) {
+  const auto deadline = options.time_limit.count() > 0
+                            ? start + options.time_limit
+                            : std::chrono::steady_clock::time_point::max();
+  int64_t low = problem.limit_bytes();  // no plan fits
+  int64_t high = PredictedPeakBytes(problem, actions);
+  PlanProblem probe = problem;
+  while (high - low > 1) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      st.stopped_at_limit = true;
+      break;
+    }
+    const int64_t mid = low + (high - low) / 2;
+    probe.budget_bytes = mid + problem.margin_bytes;
+    ExactOptions probe_options = options;
+    if (options.time_limit.count() > 0) {
+      probe_options.time_limit =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now);
+    }
+    ExactStats probe_stats;
+    std::vector<Action> found =
+        SolveUnderLimit(probe, probe_options, now, probe_stats);
+    ++st.least_peak_solves;
+    if (probe_stats.infeasible) {
+      // A search stopped at its limit may have missed a plan: the least
+      // peak then is the one known, reachable but maybe not the least.
+      if (probe_stats.stopped_at_limit) {
+        st.stopped_at_limit = true;
+        break;
+      }
+      low = mid;
+    } else {
+      high = PredictedPeakBytes(problem, found);
+      actions = std::move(found);
+    }
+  }
+  return actions;
+}
+
+}  // namespace
+
+std::vector<Action> SolveExact(const PlanProblem& problem,
+                               const ExactOptions& options,
+                               ExactStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  ExactStats local_stats;
+  ExactStats& st = stats != nullptr ? *stats : local_stats;
+  std::vector<Action> actions = SolveUnderLimit(problem, options, start, st);
+  if (!st.infeasible || !problem.has_link()) return actions;
+  return LeastPeak(problem, options, start, std::move(actions), st);
 }
 
 std::vector<Action> SolveExact(const PlanProblem& problem, ExactStats* stats) {

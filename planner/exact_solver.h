@@ -62,6 +62,9 @@ struct ExactStats {
   // target a deepening search proved no plan is below). Set when the
   // search ran (not for keep_all_fits or infeasible).
   int64_t lower_bound_ns = 0;
+  // No plan fits, with a link: the solves the bisection for the least
+  // peak ran (exact_solver.cc, LeastPeak).
+  int least_peak_solves = 0;
 };
 
 struct ExactOptions {
@@ -101,9 +104,10 @@ struct ExactOptions {
 // link (problem.has_link()) the least recompute plus exposed transfer
 // time over KEEP, RECOMPUTE and OFFLOAD (and RECOMPUTE_OFFLOAD with
 // problem.offload_checkpoints). When no plan fits, the plan with the
-// smallest peak without offloading, its checkpoints sent to host where
-// that lowers it (with offload_checkpoints). Non-checkpointable blocks are
-// always KEEP. With a link, `stats` describes the search with OFFLOAD
+// least peak over every action the problem allows (stats->infeasible; a
+// search stopped at its work or time limit may answer a reachable peak
+// above the least, flagged in stats->stopped_at_limit). Non-checkpointable
+// blocks are always KEEP. With a link, `stats` describes the search with OFFLOAD
 // (cost_ns and lower_bound_ns in recompute plus exposed time).
 //
 // Preconditions: every act_bytes, input_bytes and forward_ns is >= 0, and
