@@ -125,6 +125,7 @@ PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
   PlanChoice choice;
   choice.bucket = key.first;
   choice.planner_status = std::move(why);
+  choice.smallest_peak_bytes = SmallestPeakBytes(choice.planner_status);
   const Cached* good = last_good_.Get(key);
   if (good == nullptr) good = last_good_.Covering(key);
   if (good != nullptr) {
@@ -143,7 +144,8 @@ PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
 PlanChoice PlanChooser::Counted(PlanChoice choice) {
   if (choice.source == PlanSource::kLastGood) ++stats_.fallbacks_last_good;
   if (choice.source == PlanSource::kSafe) ++stats_.fallbacks_safe;
-  if (!warned_) {
+  // No plan fits: the planner answered; the step lifecycle says so.
+  if (!warned_ && !choice.smallest_peak_bytes) {
     warned_ = true;
     std::fprintf(stderr,
                  "remat: planner unavailable for model '%s' (%s); using the "
@@ -152,6 +154,49 @@ PlanChoice PlanChooser::Counted(PlanChoice choice) {
                  PlanSourceName(choice.source));
   }
   return choice;
+}
+
+PlanRequest PlanChooser::Request(const Features& features,
+                                 int64_t budget_bytes) const {
+  PlanRequest request;
+  request.model = model_.name;
+  request.features = features;
+  request.budget_bytes = budget_bytes;
+  request.solver = options_.solver;
+  request.offload = options_.offload;
+  request.offload_checkpoints = options_.offload_checkpoints;
+  return request;
+}
+
+absl::StatusOr<BatchFit> PlanChooser::FitBatch(const Features& features,
+                                               int64_t budget_bytes,
+                                               size_t batch_feature) {
+  if (auto s = ValidateFeatures(model_, features); !s.ok()) return s;
+  bool registered = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registered = registered_;
+  }
+  if (!registered) {
+    if (auto s = planner_->RegisterModel(model_); !s.ok()) return s;
+    std::lock_guard<std::mutex> lock(mu_);
+    registered_ = true;
+  }
+  return remat::FitBatch(
+      features, batch_feature,
+      [&](const Features& at) -> absl::StatusOr<FitProbe> {
+        absl::StatusOr<PlanResult> r =
+            planner_->GetPlan(Request(at, budget_bytes));
+        // A baseline solver's plan may not fit (exact ones say so).
+        if (r.ok()) {
+          return FitProbe{r->collect || r->plan->feasible,
+                          r->plan->predicted_peak_bytes};
+        }
+        if (std::optional<int64_t> peak = SmallestPeakBytes(r.status())) {
+          return FitProbe{false, *peak};
+        }
+        return r.status();
+      });
 }
 
 PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
@@ -181,16 +226,7 @@ PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {
   absl::Status failed;
   absl::StatusOr<PlanResult> result;
   if (!registered) failed = planner_->RegisterModel(model_);
-  if (failed.ok()) {
-    PlanRequest request;
-    request.model = model_.name;
-    request.features = features;
-    request.budget_bytes = budget_bytes;
-    request.solver = options_.solver;
-    request.offload = options_.offload;
-    request.offload_checkpoints = options_.offload_checkpoints;
-    result = planner_->GetPlan(request);
-  }
+  if (failed.ok()) result = planner_->GetPlan(Request(features, budget_bytes));
 
   std::lock_guard<std::mutex> lock(mu_);
   if (!failed.ok()) return Fallback(key, failed);

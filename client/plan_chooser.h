@@ -34,11 +34,13 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "client/batch_fit.h"
 #include "client/planner.h"
 #include "planner/model.h"
 #include "planner/plan.h"
@@ -78,6 +80,10 @@ struct PlanChoice {
   bool collect() const { return source == PlanSource::kCollect; }
   std::vector<int64_t> bucket;  // the local bucket of the features
   absl::Status planner_status;  // why the planner was not used, if it failed
+  // Set when the planner said no plan fits these features under this
+  // budget: the least peak any plan reaches (the actions are then a
+  // fallback's, which may run over the budget).
+  std::optional<int64_t> smallest_peak_bytes;
 };
 
 struct PlanChooserStats {
@@ -99,6 +105,15 @@ class PlanChooser {
   // (ValidateFeatures); bad ones also get the safe plan, with the reason in
   // planner_status.
   PlanChoice Choose(const Features& features, int64_t budget_bytes);
+
+  // The largest batch of these features (the batch in
+  // features[batch_feature]) that fits `budget_bytes`, and the split into
+  // micro-batches that does (batch_fit.h), asking the planner as Choose
+  // does (same solver and offload flags; local plans are not consulted).
+  // A planner error (unreachable) is returned, not fallen back from.
+  absl::StatusOr<BatchFit> FitBatch(const Features& features,
+                                    int64_t budget_bytes,
+                                    size_t batch_feature);
 
   // The planner's model changed (samples were reported): drop local plans
   // so the next batches ask again. Plans stay available as last good ones.
@@ -149,6 +164,8 @@ class PlanChooser {
   // under mu_); Counted counts a fallback choice and warns once.
   PlanChoice Fallback(const Key& key, absl::Status why);
   PlanChoice Counted(PlanChoice choice);
+  // The planner's request for `features` under `budget_bytes`.
+  PlanRequest Request(const Features& features, int64_t budget_bytes) const;
 
   Planner* planner_;
   ModelSpec model_;

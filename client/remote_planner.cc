@@ -190,12 +190,29 @@ absl::StatusOr<PlanResult> RemotePlanner::CallGetPlan(
     const ModelSpec& spec, const PlanRequest& request) {
   const auto proto = PlanRequestToProto<v1::GetPlanRequest>(spec, request);
   v1::GetPlanResponse response;
+  std::optional<int64_t> smallest_peak_bytes;  // "no plan fits"
   const grpc::Status s = Invoke(
       channel_error_, options_, Clock::now() + options_.get_plan_deadline,
       /*idempotent=*/true, [&](grpc::ClientContext* c) {
-        return stub_->GetPlan(c, proto, &response);
+        grpc::Status status = stub_->GetPlan(c, proto, &response);
+        const auto& trailers = c->GetServerTrailingMetadata();
+        auto it = trailers.find(kSmallestPeakMetadataKey);
+        int64_t bytes = 0;
+        if (it != trailers.end() &&
+            absl::SimpleAtoi(absl::string_view(it->second.data(),
+                                               it->second.size()),
+                             &bytes)) {
+          smallest_peak_bytes = bytes;
+        }
+        return status;
       });
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (!s.ok()) {
+    absl::Status status = FromGrpcStatus(s);
+    if (absl::IsResourceExhausted(status) && smallest_peak_bytes) {
+      return WithSmallestPeakBytes(std::move(status), *smallest_peak_bytes);
+    }
+    return status;
+  }
   return PlanResultFromProto(response);
 }
 

@@ -12,6 +12,7 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
+#include "absl/strings/str_cat.h"
 #include "client/checkpoint.h"
 
 namespace remat {
@@ -286,13 +287,20 @@ StepLifecycleOptions PlannedModel::LifecycleOptions(
   o.link_probe_bytes = options.link_probe_bytes();
   o.link_probe_steps = options.link_probe_steps();
   o.warmup_steps = options.warmup_steps();
+  o.over_budget = options.over_budget();
   return o;
 }
 
 std::unique_ptr<PlannedModel::Step> PlannedModel::BeginStep(
     const Features& features, int64_t budget_bytes) {
-  return std::unique_ptr<Step>(
-      new Step(this, lifecycle_.Begin(features, budget_bytes)));
+  absl::StatusOr<std::unique_ptr<StepSession>> session =
+      lifecycle_.Begin(features, budget_bytes);
+  if (!session.ok()) {
+    throw BudgetError(
+        absl::StrCat("RESOURCE_EXHAUSTED: ", session.status().message()),
+        SmallestPeakBytes(session.status()).value_or(0));
+  }
+  return std::unique_ptr<Step>(new Step(this, *std::move(session)));
 }
 
 PlannedModel::Step::Step(PlannedModel* owner,

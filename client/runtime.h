@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -190,6 +191,21 @@ class CheckpointedSequentialImpl : public torch::nn::Module {
 
 TORCH_MODULE(CheckpointedSequential);
 
+// What PlannedModel::BeginStep throws when no plan fits a batch under its
+// budget (StepLifecycleOptions::OverBudget::kRaise): split the batch
+// (FitBatch, batch_fit.h), raise the budget, or set over_budget kRun.
+class BudgetError : public std::runtime_error {
+ public:
+  BudgetError(const std::string& message, int64_t smallest_peak_bytes)
+      : std::runtime_error(message),
+        smallest_peak_bytes_(smallest_peak_bytes) {}
+  // The least peak any plan reaches for the batch.
+  int64_t smallest_peak_bytes() const { return smallest_peak_bytes_; }
+
+ private:
+  int64_t smallest_peak_bytes_;
+};
+
 struct PlannedModelOptions {
   // Aliases: TORCH_ARG spells its setter's parameter `const T&`.
   using MemorySourcePtr = MemorySource*;
@@ -214,6 +230,10 @@ struct PlannedModelOptions {
   // The first steps whose COLLECT samples are not reported (>= 0;
   // StepLifecycleOptions::warmup_steps says why).
   TORCH_ARG(int, warmup_steps) = 1;
+  // When no plan fits a batch (StepLifecycleOptions::over_budget):
+  // BeginStep throws BudgetError (kRaise), or runs it over budget (kRun).
+  TORCH_ARG(StepLifecycleOptions::OverBudget, over_budget) =
+      StepLifecycleOptions::OverBudget::kRaise;
 };
 
 class PlannedModel {

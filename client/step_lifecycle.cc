@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace remat {
 namespace {
@@ -28,26 +31,56 @@ void StepLifecycle::WarnReport(const absl::Status& status) {
                chooser_->model().name.c_str(), status.ToString().c_str());
 }
 
-std::unique_ptr<StepSession> StepLifecycle::Begin(const Features& features,
-                                                  int64_t budget_bytes) {
+absl::StatusOr<std::unique_ptr<StepSession>> StepLifecycle::Begin(
+    const Features& features, int64_t budget_bytes, int64_t held_bytes) {
+  if (held_bytes < 0 || held_bytes >= budget_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "held_bytes: ", held_bytes, " is outside [0, budget_bytes = ",
+        budget_bytes, "); pass the bytes of the gradients earlier "
+        "micro-batches accumulated"));
+  }
   if (pending_outcome_) {
     WarnReport(planner_->ReportOutcome(*pending_outcome_));
     pending_outcome_.reset();
     chooser_->InvalidatePlans();
   }
+  PlanChoice choice = chooser_->Choose(features, budget_bytes - held_bytes);
+  if (choice.smallest_peak_bytes) {
+    *choice.smallest_peak_bytes += held_bytes;
+    if (options_.over_budget == StepLifecycleOptions::OverBudget::kRaise) {
+      return WithSmallestPeakBytes(
+          absl::ResourceExhaustedError(absl::StrCat(
+              choice.planner_status.message(),
+              "; or split it into micro-batches (FitBatch; in Python "
+              "handle.fit_batch), or let such steps run over budget "
+              "(over_budget run)")),
+          *choice.smallest_peak_bytes);
+    }
+    if (!warned_over_budget_) {
+      warned_over_budget_ = true;
+      std::fprintf(stderr,
+                   "remat: model '%s': %s; running the %s plan over budget "
+                   "(over_budget run). Further such steps are not logged.\n",
+                   chooser_->model().name.c_str(),
+                   std::string(choice.planner_status.message()).c_str(),
+                   PlanSourceName(choice.source));
+    }
+  }
   const bool warmup = steps_started_ < options_.warmup_steps;
   ++steps_started_;
   return std::unique_ptr<StepSession>(
-      new StepSession(this, features, chooser_->Choose(features, budget_bytes),
-                      budget_bytes, warmup));
+      new StepSession(this, features, std::move(choice), budget_bytes,
+                      held_bytes, warmup || held_bytes > 0));
 }
 
 StepSession::StepSession(StepLifecycle* owner, Features features,
-                         PlanChoice choice, int64_t budget_bytes, bool warmup)
+                         PlanChoice choice, int64_t budget_bytes,
+                         int64_t held_bytes, bool warmup)
     : owner_(owner),
       features_(std::move(features)),
       choice_(std::move(choice)),
       budget_bytes_(budget_bytes),
+      held_bytes_(held_bytes),
       warmup_(warmup) {}
 
 BlockSampler* StepSession::Start(int64_t resident_bytes) {
@@ -104,7 +137,8 @@ absl::Status StepSession::Measure(int64_t copy_wait_ns, bool unwinding,
     o.model = owner_->chooser_->model().name;
     o.features = features_;
     o.actions = choice_.actions;
-    o.measured_peak_bytes = *peak_bytes_;
+    // As the plan predicted it: without what the step held from before.
+    o.measured_peak_bytes = std::max<int64_t>(0, *peak_bytes_ - held_bytes_);
     o.step_ns = step_ns;
     o.out_of_memory = oom;
     o.plan_source = choice_.source;

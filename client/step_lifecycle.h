@@ -60,6 +60,14 @@ struct StepLifecycleOptions {
   // that every later step starts with exist, so their base (what is alive
   // before the step) is not the training's. Their outcomes are reported.
   int warmup_steps = 1;
+  // When the planner says no plan fits a batch under its budget
+  // (PlanChoice::smallest_peak_bytes): kRaise, Begin refuses the step
+  // before anything runs (RESOURCE_EXHAUSTED naming the features, the
+  // budget and the smallest reachable peak, which SmallestPeakBytes
+  // reads), so the caller can split the batch (FitBatch, batch_fit.h);
+  // kRun, the step runs the fallback plan over budget, warned about once.
+  enum class OverBudget { kRaise, kRun };
+  OverBudget over_budget = OverBudget::kRaise;
 };
 
 // Times the host link with `bytes` on the step's device (the runtime
@@ -78,9 +86,17 @@ class StepLifecycle {
 
   // Starts a step: reports the outcome an unwound step left, then chooses
   // the plan for `features` under `budget_bytes` (PlanChooser: local cache,
-  // planner, fallbacks; never fails).
-  std::unique_ptr<StepSession> Begin(const Features& features,
-                                     int64_t budget_bytes);
+  // planner, fallbacks). Fails only where no plan fits and over_budget is
+  // kRaise (RESOURCE_EXHAUSTED, see StepLifecycleOptions).
+  // `held_bytes`: what the step holds from before that a step of this
+  // model does not (the gradients earlier micro-batches of its batch
+  // accumulated, alive through its forward). The plan is chosen for
+  // budget_bytes - held_bytes; the outcome reports the peak less
+  // held_bytes, as the plan predicted it; a COLLECT sample is not
+  // reported (its base is not the training's).
+  absl::StatusOr<std::unique_ptr<StepSession>> Begin(const Features& features,
+                                                     int64_t budget_bytes,
+                                                     int64_t held_bytes = 0);
 
   const StepLifecycleOptions& options() const { return options_; }
 
@@ -93,6 +109,7 @@ class StepLifecycle {
   PlanChooser* const chooser_;
   const StepLifecycleOptions options_;
   bool warned_report_ = false;
+  bool warned_over_budget_ = false;
   int link_probes_ = 0;     // COLLECT steps that measured the link
   int steps_started_ = 0;   // for warmup_steps
   // Left by a step an exception unwound; reported by the next Begin.
@@ -143,7 +160,7 @@ class StepSession {
  private:
   friend class StepLifecycle;
   StepSession(StepLifecycle* owner, Features features, PlanChoice choice,
-              int64_t budget_bytes, bool warmup);
+              int64_t budget_bytes, int64_t held_bytes, bool warmup);
   // Stops measuring; builds the sample or, in `outcome`, the outcome.
   absl::Status Measure(int64_t copy_wait_ns, bool unwinding,
                        std::optional<Outcome>* outcome);
@@ -153,7 +170,8 @@ class StepSession {
   const Features features_;
   const PlanChoice choice_;
   const int64_t budget_bytes_;
-  const bool warmup_;
+  const int64_t held_bytes_;
+  const bool warmup_;  // or held bytes: a sample is not the training's
   bool started_ = false;
   bool finished_ = false;
   std::unique_ptr<MemorySource::Attachment> attachment_;

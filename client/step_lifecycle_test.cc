@@ -24,6 +24,12 @@ class RecordingPlanner final : public Planner {
     return absl::OkStatus();
   }
   absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request) override {
+    budgets.push_back(request.budget_bytes);
+    if (smallest_peak_bytes > 0) {
+      return WithSmallestPeakBytes(
+          absl::ResourceExhaustedError("budget_bytes: no plan fits"),
+          smallest_peak_bytes);
+    }
     PlanResult result;
     result.collect = plan.empty();
     for (double f : request.features) {
@@ -52,6 +58,8 @@ class RecordingPlanner final : public Planner {
 
   std::vector<Action> plan;
   int64_t predicted_peak_bytes = 0;
+  int64_t smallest_peak_bytes = 0;  // > 0: no plan fits, this is the least
+  std::vector<int64_t> budgets;  // asked for
   std::vector<Sample> samples;
   std::vector<Outcome> outcomes;
   absl::Status report_status;
@@ -77,7 +85,7 @@ struct Fixture {
   // A COLLECT step whose two blocks each keep `act` bytes when
   // recomputed.
   absl::Status Collect(double batch, int64_t act, const LinkProbe& probe) {
-    auto step = lifecycle.Begin({batch}, 1 << 20);
+    auto step = *lifecycle.Begin({batch}, 1 << 20);
     REQUIRE(step->choice().collect());
     BlockSampler* sampler = step->Start(0);
     REQUIRE(sampler != nullptr);
@@ -144,7 +152,7 @@ TEST_CASE("a planned step reports its outcome; an OOM one at least the "
   Fixture f({}, /*offload=*/true);
   f.planner.plan = {K, O};
   f.planner.predicted_peak_bytes = 1500;
-  auto step = f.lifecycle.Begin({4}, 4000);
+  auto step = *f.lifecycle.Begin({4}, 4000);
   REQUIRE_FALSE(step->choice().collect());
   CHECK(step->Start(0) == nullptr);
   f.memory.Allocate(700);
@@ -158,7 +166,7 @@ TEST_CASE("a planned step reports its outcome; an OOM one at least the "
   CHECK(o.plan_source == PlanSource::kPlanner);
   CHECK(*step->measured_peak_bytes() == 1700);
 
-  step = f.lifecycle.Begin({4}, 4000);
+  step = *f.lifecycle.Begin({4}, 4000);
   step->Start(0);
   f.memory.FailAllocation();
   REQUIRE(step->Finish(0).ok());
@@ -171,22 +179,88 @@ TEST_CASE("an unwound step's outcome waits for the next Begin; a "
           "discarded step reports nothing") {
   Fixture f;
   f.planner.plan = {K, K};
-  auto step = f.lifecycle.Begin({4}, 4000);
+  auto step = *f.lifecycle.Begin({4}, 4000);
   step->Start(0);
   step->Unwind(0);
   CHECK(f.planner.outcomes.empty());
   CHECK(step->Finish(0).ok());  // already finished: nothing more
   CHECK(f.planner.outcomes.empty());
-  step = f.lifecycle.Begin({4}, 4000);
+  step = *f.lifecycle.Begin({4}, 4000);
   CHECK(f.planner.outcomes.size() == 1);
   step->Start(0);
   step->Discard();
   CHECK(step->Finish(0).ok());
-  f.lifecycle.Begin({4}, 4000);
+  REQUIRE(f.lifecycle.Begin({4}, 4000).ok());
   CHECK(f.planner.outcomes.size() == 1);
   // A step never started measures and reports nothing.
-  CHECK(f.lifecycle.Begin({4}, 4000)->Finish(0).ok());
+  CHECK((*f.lifecycle.Begin({4}, 4000))->Finish(0).ok());
   CHECK(f.planner.outcomes.size() == 1);
+}
+
+TEST_CASE("no plan fits: refused before it runs, or run over budget") {
+  Fixture raise;
+  raise.planner.smallest_peak_bytes = 5000;
+  absl::StatusOr<std::unique_ptr<StepSession>> refused =
+      raise.lifecycle.Begin({4}, 4000);
+  REQUIRE(refused.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(SmallestPeakBytes(refused.status()) == 5000);
+  CHECK(std::string(refused.status().message()).find("over_budget") !=
+        std::string::npos);
+  // Once the planner finds a plan, steps run again.
+  raise.planner.smallest_peak_bytes = 0;
+  raise.planner.plan = {K, K};
+  CHECK(raise.lifecycle.Begin({4}, 4000).ok());
+
+  StepLifecycleOptions options;
+  options.over_budget = StepLifecycleOptions::OverBudget::kRun;
+  Fixture run(options);
+  run.planner.smallest_peak_bytes = 5000;
+  auto step = *run.lifecycle.Begin({4}, 4000);
+  CHECK(step->choice().source == PlanSource::kSafe);
+  CHECK(step->choice().smallest_peak_bytes == 5000);
+  step->Start(0);
+  run.memory.Allocate(3500);
+  run.memory.Free(3500);
+  REQUIRE(step->Finish(0).ok());
+  REQUIRE(run.planner.outcomes.size() == 1);  // it ran; its outcome counts
+  CHECK(run.planner.outcomes[0].plan_source == PlanSource::kSafe);
+}
+
+TEST_CASE("held bytes (accumulated gradients) are planned and reported "
+          "outside the plan") {
+  StepLifecycleOptions options;
+  options.warmup_steps = 0;
+  Fixture f(options);
+  // A COLLECT step holding gradients from before: measured, not reported.
+  auto step = *f.lifecycle.Begin({4}, 4000, /*held_bytes=*/600);
+  CHECK(f.planner.budgets.back() == 3400);
+  REQUIRE(step->choice().collect());
+  BlockSampler* sampler = step->Start(0);
+  REQUIRE(sampler != nullptr);
+  for (int b = 1; b >= 0; --b) {
+    sampler->BeforeBlock(b, 8);
+    sampler->AfterBlock(b);
+  }
+  REQUIRE(step->Finish(0).ok());
+  CHECK(f.planner.samples.empty());
+
+  f.planner.plan = {K, K};
+  step = *f.lifecycle.Begin({4}, 4000, 600);
+  step->Start(0);
+  f.memory.Allocate(2000);
+  f.memory.Free(2000);
+  REQUIRE(step->Finish(0).ok());
+  CHECK(*step->measured_peak_bytes() == 3000);  // what the device held
+  REQUIRE(f.planner.outcomes.size() == 1);
+  CHECK(f.planner.outcomes[0].measured_peak_bytes == 2400);  // as planned
+
+  f.planner.smallest_peak_bytes = 3500;
+  auto refused = f.lifecycle.Begin({5}, 4000, 600);  // not cached
+  CHECK(SmallestPeakBytes(refused.status()) == 4100);  // with what it held
+  for (int64_t bad : {-1, 4000}) {
+    CHECK(f.lifecycle.Begin({4}, 4000, bad).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+  }
 }
 
 TEST_CASE("report failures are returned; training goes on") {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -140,8 +141,33 @@ Trainer::Trainer(const TrainerOptions& options, Planner* planner)
 
 Trainer::~Trainer() = default;
 
+namespace {
+
+// What a (micro-)step's plan was, into `r`: the last micro-batch's plan,
+// the largest predicted peak.
+void Record(const PlanChoice& choice, StepRecord* r) {
+  r->collect = r->collect || choice.collect();
+  r->plan = choice.source == PlanSource::kPlanner ||
+                    choice.source == PlanSource::kLocalCache
+                ? choice.solver
+                : PlanSourceName(choice.source);
+  r->blocks = static_cast<int>(choice.actions.size());
+  r->recomputed_blocks = r->offloaded_blocks = r->checkpoints_sent = 0;
+  r->actions.clear();
+  for (size_t i = 0; i < choice.actions.size(); ++i) {
+    const Action a = choice.actions[i];
+    r->recomputed_blocks += Recomputes(a);
+    r->offloaded_blocks += a == Action::kOffload;
+    r->checkpoints_sent += SendsCheckpoint(choice.actions, i);
+    r->actions += "KROS"[static_cast<int>(a)];
+  }
+  r->predicted_peak_bytes =
+      std::max(r->predicted_peak_bytes, choice.predicted_peak_bytes);
+}
+
+}  // namespace
+
 StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
-  const DemoBatch batch = impl_->Batch(shape);
   StepRecord r;
   r.step = ++impl_->steps;
   r.batch = shape.batch;
@@ -153,37 +179,62 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
 
   const auto start = std::chrono::steady_clock::now();
   impl_->optimizer->zero_grad();
-  auto step =
-      impl_->planned->BeginStep(impl_->demo->FeaturesOf(shape), budget_bytes);
+  PlannedModel& planned = *impl_->planned;
+  const Features features = impl_->demo->FeaturesOf(shape);
+  // A batch no plan fits runs as micro-batches that fit (gradient
+  // accumulation); the batch is feature 0 of every demo model. The
+  // gradients exist before every step (Impl), so micro-batches after the
+  // first hold nothing a step does not.
+  std::vector<int64_t> rows = {shape.batch};
+  std::unique_ptr<PlannedModel::Step> step;
+  try {
+    step = planned.BeginStep(features, budget_bytes);
+  } catch (const BudgetError&) {
+    absl::StatusOr<BatchFit> fit =
+        planned.chooser().FitBatch(features, budget_bytes, 0);
+    if (!fit.ok()) {
+      std::fprintf(stderr, "remat demo: splitting the batch failed: %s\n",
+                   fit.status().ToString().c_str());
+      throw;
+    }
+    if (fit->micro_batches == 0) throw;
+    const int64_t k = fit->micro_batches;
+    rows.clear();
+    for (int64_t i = 0; i < k; ++i) {
+      rows.push_back(shape.batch / k + (i < shape.batch % k ? 1 : 0));
+    }
+  }
+  r.micro_batches = static_cast<int>(rows.size());
   r.plan_ms = MsSince(start);
-  torch::Tensor loss = impl_->demo->Loss(
-      step->forward(batch.inputs, batch.side).at(0), batch.labels);
-  loss.backward();
-  const auto finish = std::chrono::steady_clock::now();
-  step->Finish().IgnoreError();  // the runtime warns; training goes on
-  r.plan_ms += MsSince(finish);
+  for (int64_t n : rows) {
+    BatchShape part = shape;
+    part.batch = n;
+    if (step == nullptr) {
+      const auto planning = std::chrono::steady_clock::now();
+      step = planned.BeginStep(impl_->demo->FeaturesOf(part), budget_bytes);
+      r.plan_ms += MsSince(planning);
+    }
+    // Synthetic data: a micro-batch's rows are drawn as a batch of its own.
+    const DemoBatch batch = impl_->Batch(part);
+    torch::Tensor loss = impl_->demo->Loss(
+        step->forward(batch.inputs, batch.side).at(0), batch.labels);
+    const double weight =
+        static_cast<double>(n) / static_cast<double>(shape.batch);
+    (loss * weight).backward();
+    const auto finish = std::chrono::steady_clock::now();
+    step->Finish().IgnoreError();  // the runtime warns; training goes on
+    r.plan_ms += MsSince(finish);
+    r.loss += weight * loss.item<double>();
+    Record(step->choice(), &r);
+    r.measured_peak_bytes = std::max(r.measured_peak_bytes,
+                                     step->measured_peak_bytes().value_or(0));
+    r.copy_wait_ms +=
+        static_cast<double>(impl_->model->last_copy_wait_ns()) / 1e6;
+    step.reset();
+  }
   impl_->optimizer->step();
   impl_->memory->Synchronize();  // a GPU's step has finished only now
   r.step_ms = MsSince(start);
-
-  const PlanChoice& choice = step->choice();
-  r.collect = choice.collect();
-  r.plan = choice.source == PlanSource::kPlanner ||
-                   choice.source == PlanSource::kLocalCache
-               ? choice.solver
-               : PlanSourceName(choice.source);
-  r.blocks = static_cast<int>(choice.actions.size());
-  for (size_t i = 0; i < choice.actions.size(); ++i) {
-    const Action a = choice.actions[i];
-    r.recomputed_blocks += Recomputes(a);
-    r.offloaded_blocks += a == Action::kOffload;
-    r.checkpoints_sent += SendsCheckpoint(choice.actions, i);
-    r.actions += "KROS"[static_cast<int>(a)];
-  }
-  r.predicted_peak_bytes = choice.predicted_peak_bytes;
-  r.measured_peak_bytes = step->measured_peak_bytes().value_or(0);
-  r.loss = loss.item<double>();
-  r.copy_wait_ms = static_cast<double>(impl_->model->last_copy_wait_ns()) / 1e6;
   return r;
 }
 
@@ -252,6 +303,11 @@ std::string FormatStep(const StepRecord& r, int total_steps) {
   } else {
     std::snprintf(shape, sizeof shape, "seq %3lld",
                   static_cast<long long>(r.seq));
+  }
+  if (r.micro_batches > 1) {
+    const size_t used = std::strlen(shape);
+    std::snprintf(shape + used, sizeof shape - used, " in %d",
+                  r.micro_batches);
   }
   char wait[48] = "";
   if (r.copy_wait_ms >= 0.05) {

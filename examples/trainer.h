@@ -86,6 +86,10 @@ struct StepRecord {
   // counted landed: overlap the estimates promised and the device did not
   // give (CheckpointedSequential::last_copy_wait_ns).
   double copy_wait_ms = 0;
+  // A batch no plan fits runs as this many micro-batches (gradient
+  // accumulation); the peaks are the largest of theirs, the plan the
+  // last one's.
+  int micro_batches = 1;
   bool over_budget() const { return measured_peak_bytes > budget_bytes; }
 };
 

@@ -445,6 +445,19 @@ struct PlannerCore::Impl {
     flight->landed.notify_all();
   }
 
+  // RESOURCE_EXHAUSTED for a request that no plan fits; `least` is the
+  // exact solver's plan with the smallest reachable peak.
+  static absl::Status NoPlanFits(const PlanRequest& request, const Plan& least) {
+    const int64_t peak = least.predicted_peak_bytes;
+    return WithSmallestPeakBytes(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
+            " for features [", absl::StrJoin(request.features, ", "),
+            "]; the smallest reachable peak is ", FormatBytes(peak), " (",
+            peak, " bytes); raise the budget or shrink the batch")),
+        peak);
+  }
+
   absl::StatusOr<PlanResult> SolveMiss(const Request& prepared,
                                        const PlanRequest& request) {
     auto e = PredictAndSolve(prepared, request, /*explain=*/false);
@@ -474,16 +487,7 @@ struct PlannerCore::Impl {
     // plans are returned as they are (feasible false when the memory model
     // says they break the budget), so they run as their authors meant.
     if (!plan.feasible && IsExactSolver(prepared.solver_name)) {
-      absl::Status no_fit = absl::ResourceExhaustedError(absl::StrCat(
-          "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
-          " for features [", absl::StrJoin(request.features, ", "),
-          "]; the smallest reachable peak is ",
-          FormatBytes(plan.predicted_peak_bytes), " (",
-          plan.predicted_peak_bytes, " bytes); raise the budget or shrink the "
-          "batch"));
-      no_fit.SetPayload(kSmallestPeakPayload,
-                        absl::Cord(absl::StrCat(plan.predicted_peak_bytes)));
-      return no_fit;
+      return NoPlanFits(request, plan);
     }
     Model& m = *prepared.model;
     {
@@ -669,6 +673,11 @@ absl::StatusOr<PlanResult> PlannerCore::GetPlanUncached(
   auto prepared = impl_->Prepare(request);
   if (!prepared.ok()) return prepared.status();
   return impl_->SolveAndCache(*prepared, request);
+}
+
+absl::Status WithSmallestPeakBytes(absl::Status status, int64_t bytes) {
+  status.SetPayload(kSmallestPeakPayload, absl::Cord(absl::StrCat(bytes)));
+  return status;
 }
 
 std::optional<int64_t> SmallestPeakBytes(const absl::Status& status) {

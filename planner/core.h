@@ -95,6 +95,9 @@ struct PlanResult {
 // fits") carries, so a server can tell its caller without solving again;
 // nullopt for other statuses.
 std::optional<int64_t> SmallestPeakBytes(const absl::Status& status);
+// `status` carrying `bytes` for SmallestPeakBytes (a client that learned
+// the number from a daemon's trailer attaches it so).
+absl::Status WithSmallestPeakBytes(absl::Status status, int64_t bytes);
 
 struct Outcome {
   std::string model;

@@ -38,7 +38,7 @@ JOBS=${REMAT_GPU_JOBS:-$(nproc)}
 RUNTIME_SRCS=(collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
   collector/block_sampler.cc collector/trace_recorder.cc
   client/block_function.cc client/checkpoint.cc client/offload.cc
-  client/plan_chooser.cc client/step_lifecycle.cc
+  client/batch_fit.cc client/plan_chooser.cc client/step_lifecycle.cc
   client/planner.cc client/runtime.cc
   kernels/copy_engine.cc kernels/cpu_copy_engine.cc
   kernels/copy_queue.cc kernels/cuda_copy_engine.cc kernels/host_pool.cc

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "client/offload.h"
 #include "client/plan_chooser.h"
 #include "client/planner.h"
@@ -54,12 +55,16 @@ namespace py = pybind11;
 namespace remat {
 namespace {
 
-// Raises remat.Error(code, message) for a non-OK status (with the GIL).
+// Raises remat.Error(code, message) for a non-OK status (with the GIL);
+// remat.BudgetError when it says no plan fits, with the smallest peak.
 void Raise(const absl::Status& status) {
-  py::object error = py::module_::import("remat.errors").attr("Error");
+  py::module_ errors = py::module_::import("remat.errors");
+  const std::optional<int64_t> smallest = SmallestPeakBytes(status);
+  py::object error = errors.attr(smallest ? "BudgetError" : "Error");
   py::object instance =
-      error(std::string(absl::StatusCodeToString(status.code())),
-            std::string(status.message()));
+      smallest ? error(std::string(status.message()), *smallest)
+               : error(std::string(absl::StatusCodeToString(status.code())),
+                       std::string(status.message()));
   PyErr_SetObject(error.ptr(), instance.ptr());
   throw py::error_already_set();
 }
@@ -332,7 +337,17 @@ PYBIND11_MODULE(_core, m) {
                              [](const PlanChoice& c) -> py::object {
                                if (c.planner_status.ok()) return py::none();
                                return py::str(c.planner_status.ToString());
-                             });
+                             })
+      .def_readonly("smallest_peak_bytes", &PlanChoice::smallest_peak_bytes);
+
+  py::class_<BatchFit>(m, "BatchFit")
+      .def_readonly("max_batch", &BatchFit::max_batch)
+      .def_readonly("micro_batches", &BatchFit::micro_batches)
+      .def_readonly("smallest_peak_bytes", &BatchFit::smallest_peak_bytes)
+      .def("__repr__", [](const BatchFit& f) {
+        return absl::StrCat("BatchFit(max_batch=", f.max_batch,
+                            ", micro_batches=", f.micro_batches, ")");
+      });
 
   py::class_<PlanChooserStats>(m, "PlanChooserStats")
       .def_readonly("local_hits", &PlanChooserStats::local_hits)
@@ -376,6 +391,19 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("spec"), py::arg("actions"), py::arg("offload") = false,
           py::arg("offload_checkpoints") = false)
+      .def(
+          "fit_batch",
+          [](PlanChooser& c, const Features& features, int64_t budget_bytes,
+             size_t batch_feature) {
+            absl::StatusOr<BatchFit> fit;
+            {
+              py::gil_scoped_release release;
+              fit = c.FitBatch(features, budget_bytes, batch_feature);
+            }
+            return Value(std::move(fit));
+          },
+          py::arg("features"), py::arg("budget_bytes"),
+          py::arg("batch_feature"))
       .def("invalidate_plans", &PlanChooser::InvalidatePlans)
       .def("stats", &PlanChooser::stats);
 
@@ -385,8 +413,16 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](Planner* planner, PlanChooser* chooser,
                        MemorySource* memory, TraceRecorder* trace,
                        bool report_outcomes, int64_t link_probe_bytes,
-                       int link_probe_steps, int warmup_steps) {
+                       int link_probe_steps, int warmup_steps,
+                       const std::string& over_budget) {
              StepLifecycleOptions o;
+             if (over_budget == "run") {
+               o.over_budget = StepLifecycleOptions::OverBudget::kRun;
+             } else if (over_budget != "raise") {
+               Raise(absl::InvalidArgumentError(absl::StrCat(
+                   "over_budget: \"", over_budget,
+                   "\"; use \"raise\" or \"run\"")));
+             }
              o.memory = memory;
              o.trace = trace;
              o.report_outcomes = report_outcomes;
@@ -399,12 +435,23 @@ PYBIND11_MODULE(_core, m) {
            py::arg("trace") = nullptr, py::arg("report_outcomes") = true,
            py::arg("link_probe_bytes") = int64_t{16} << 20,
            py::arg("link_probe_steps") = 8, py::arg("warmup_steps") = 1,
+           py::arg("over_budget") = "raise",
            // It holds all four: keep them alive as long.
            py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),
            py::keep_alive<1, 4>(), py::keep_alive<1, 5>())
-      .def("begin", &StepLifecycle::Begin, py::arg("features"),
-           py::arg("budget_bytes"), py::call_guard<py::gil_scoped_release>(),
-           py::keep_alive<0, 1>());
+      .def(
+          "begin",
+          [](StepLifecycle& l, const Features& features, int64_t budget_bytes,
+             int64_t held_bytes) {
+            absl::StatusOr<std::unique_ptr<StepSession>> session;
+            {
+              py::gil_scoped_release release;
+              session = l.Begin(features, budget_bytes, held_bytes);
+            }
+            return Value(std::move(session));
+          },
+          py::arg("features"), py::arg("budget_bytes"),
+          py::arg("held_bytes") = 0, py::keep_alive<0, 1>());
 
   py::class_<StepSession>(m, "StepSession")
       .def_property_readonly("choice", &StepSession::choice)

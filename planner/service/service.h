@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "planner/core.h"
 #include "planner/service/metrics.h"
+#include "planner/service/status_convert.h"
 #include "planner/service/wal.h"
 #include "proto/remat.pb.h"
 #include "proto/wal.pb.h"
@@ -42,10 +43,6 @@ struct ServiceLimits {
   // 0: never.
   int64_t wal_compact_bytes = int64_t{64} << 20;
 };
-
-// Trailing metadata key on a GetPlan RESOURCE_EXHAUSTED that means "no plan
-// fits": the smallest reachable predicted peak, in bytes (decimal).
-inline constexpr char kSmallestPeakMetadataKey[] = "remat-smallest-peak-bytes";
 
 class PlannerService final {
  public:

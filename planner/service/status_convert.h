@@ -15,6 +15,10 @@ namespace remat {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// Trailing metadata key on a GetPlan RESOURCE_EXHAUSTED that means "no plan
+// fits": the smallest reachable predicted peak, in bytes (decimal).
+inline constexpr char kSmallestPeakMetadataKey[] = "remat-smallest-peak-bytes";
+
 }  // namespace remat
 
 #endif  // REMAT_PLANNER_SERVICE_STATUS_CONVERT_H_

@@ -12,9 +12,10 @@ when the daemon does not answer (the last good plan, then the safe plan).
 # torch first: the extension links the LibTorch that this torch loads.
 import torch as _torch  # noqa: F401
 
-from remat.errors import Error
+from remat.errors import BudgetError, Error
 from remat._core import (  # noqa: F401
     Action,
+    BatchFit,
     BlockMeasurement,
     BlockSampler,
     BlockSpec,
@@ -53,7 +54,7 @@ OFFLOAD = Action.OFFLOAD
 RECOMPUTE_OFFLOAD = Action.RECOMPUTE_OFFLOAD
 
 __all__ = [
-    "Action", "BlockMeasurement", "BlockSampler", "BlockSpec",
+    "Action", "BatchFit", "BlockMeasurement", "BudgetError", "BlockSampler", "BlockSpec",
     "CopyEngine", "CopyEngineStats", "CpuMemoryTracker", "Error", "KEEP", "LocalPlanner", "MemorySource",
     "ModelSpec", "ModelState", "OFFLOAD", "Offloader", "OffloadGroup", "Outcome", "Plan", "PlanChoice", "PlanChooser",
     "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RECOMPUTE_OFFLOAD",

@@ -132,6 +132,15 @@ class PlanChoice:
     collect: bool
     bucket: List[int]
     planner_error: Optional[str]
+    smallest_peak_bytes: Optional[int]
+
+
+class BatchFit:
+    """The largest batch that fits, and the micro-batch split
+    (client/batch_fit.h)."""
+    max_batch: int
+    micro_batches: int
+    smallest_peak_bytes: Optional[int]
 
 
 class PlanChooserStats:
@@ -154,6 +163,8 @@ class PlanChooser:
     def check_actions(spec: ModelSpec, actions: Sequence[Action],
                       offload: bool = False,
                       offload_checkpoints: bool = False) -> None: ...
+    def fit_batch(self, features: Sequence[float], budget_bytes: int,
+                  batch_feature: int) -> BatchFit: ...
     def invalidate_plans(self) -> None: ...
     def stats(self) -> PlanChooserStats: ...
 
@@ -184,9 +195,10 @@ class StepLifecycle:
                  trace: Optional[TraceRecorder] = None,
                  report_outcomes: bool = True,
                  link_probe_bytes: int = ..., link_probe_steps: int = 8,
-                 warmup_steps: int = 1) -> None: ...
-    def begin(self, features: Sequence[float],
-              budget_bytes: int) -> StepSession: ...
+                 warmup_steps: int = 1,
+                 over_budget: str = "raise") -> None: ...
+    def begin(self, features: Sequence[float], budget_bytes: int,
+              held_bytes: int = 0) -> StepSession: ...
 
 
 class MemorySource:

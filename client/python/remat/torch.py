@@ -79,7 +79,7 @@ import time
 import warnings
 from collections import OrderedDict, deque
 from typing import (Any, Callable, Deque, Dict, Iterable, Iterator, List,
-                    Mapping, Optional, Sequence, Tuple, Union)
+                    Mapping, NamedTuple, Optional, Sequence, Tuple, Union)
 
 import torch
 from torch import nn
@@ -88,9 +88,10 @@ from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
 from remat import _core
 from remat._core import Action, PlanSource
-from remat.errors import Error
+from remat.errors import BudgetError, Error
 
-__all__ = ["Applied", "PlannedModule", "Step", "apply", "memory_source_for",
+__all__ = ["Applied", "MicroBatch", "PlannedModule", "Step", "apply",
+           "memory_source_for",
            "peak_bytes_of", "remove", "resident_bytes"]
 
 Blocks = Union[nn.ModuleList, nn.Sequential, Mapping[str, nn.Module],
@@ -176,6 +177,53 @@ def _tensor_bytes(value: Any) -> int:
     if isinstance(value, (tuple, list)):
         return sum(_tensor_bytes(v) for v in value)
     return 0
+
+
+class MicroBatch(NamedTuple):
+    """One micro-batch of ``split``."""
+    features: Dict[str, float]
+    inputs: Any
+    weight: float  # its share of the batch's rows
+    accumulate: bool  # adds to the gradients of those before it
+
+
+def _unique_parameters(modules: Iterable[nn.Module]
+                       ) -> List[nn.Parameter]:
+    """The modules' parameters, each once (shared ones too)."""
+    seen = set()
+    out = []
+    for m in modules:
+        for p in m.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
+    return out
+
+
+def _grad_bytes(modules: Iterable[nn.Module]) -> int:
+    """The bytes of the gradients the modules' parameters hold now."""
+    return _resident([], [p.grad for m in modules for p in m.parameters()])
+
+
+def _rows(value: Any, start: int, stop: int, rows: int) -> Any:
+    """Rows start..stop of every tensor in `value` (a tensor, or a dict,
+    list or tuple of them) whose first dimension is `rows`; tensors of one
+    row (broadcast) and anything else as they are."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 or (value.shape[0] == 1 and rows > 1):
+            return value  # broadcast over the rows
+        if value.shape[0] != rows:
+            raise ValueError(f"inputs: a tensor of shape {tuple(value.shape)}"
+                             f" in a batch of {rows} rows; split takes "
+                             "tensors whose first dimension is the batch")
+        return value[start:stop]
+    if isinstance(value, Mapping):
+        return {k: _rows(v, start, stop, rows) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        parts = [_rows(v, start, stop, rows) for v in value]
+        return type(value)(*parts) if hasattr(value, "_fields") else \
+            type(value)(parts)
+    return value
 
 
 def _tensors_in(value: Any) -> List[torch.Tensor]:
@@ -294,9 +342,13 @@ class _Planning:
                  offload_min_bytes: int = 64 << 10,
                  link_probe_bytes: int = 16 << 20,
                  link_probe_steps: int = 8,
-                 warmup_steps: int = 1) -> None:
+                 warmup_steps: int = 1,
+                 over_budget: str = "raise") -> None:
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps: {warmup_steps}; must be >= 0")
+        if over_budget not in ("raise", "run"):
+            raise ValueError(f"over_budget: {over_budget!r}; use 'raise' or "
+                             "'run'")
         if checkpointable is None:
             checkpointable = [True] * len(block_names)
         if len(checkpointable) != len(block_names):
@@ -324,6 +376,7 @@ class _Planning:
         self.link_probe_bytes = link_probe_bytes
         self.link_probe_steps = link_probe_steps
         self.warmup_steps = warmup_steps
+        self.over_budget = over_budget
         self._lifecycle: Optional[_core.StepLifecycle] = None
         self._step: Optional[Step] = None
 
@@ -332,10 +385,21 @@ class _Planning:
         return list(self.spec.feature_names)
 
     def _new_step(self, features: Mapping[str, float], budget_bytes: int,
-                  inputs: Any = ()) -> "Step":
+                  inputs: Any = (), accumulate: bool = False) -> "Step":
         if self._step is not None:
             raise RuntimeError(f"{type(self).__name__}.step: a step is "
                                "already running; steps do not nest")
+        held = _grad_bytes(self._grad_owners()) if accumulate else 0
+        return Step(self, self._feature_values(features), int(budget_bytes),
+                    _tensors_in(inputs), held)
+
+    def _grad_owners(self) -> List[nn.Module]:
+        """What the step's gradients belong to."""
+        raise NotImplementedError
+
+    def _feature_values(self, features: Mapping[str, float]) -> List[float]:
+        """The features in the spec's order; ValueError unless they are
+        exactly the spec's."""
         missing = [n for n in self.spec.feature_names if n not in features]
         unknown = [n for n in features if n not in self.spec.feature_names]
         if missing or unknown:
@@ -344,9 +408,74 @@ class _Planning:
                 + (f"missing {missing}" if missing else "")
                 + ("; " if missing and unknown else "")
                 + (f"unknown {unknown}" if unknown else ""))
-        return Step(self, [float(features[n]) for n in
-                           self.spec.feature_names], int(budget_bytes),
-                    _tensors_in(inputs))
+        return [float(features[n]) for n in self.spec.feature_names]
+
+    def fit_batch(self, features: Mapping[str, float], budget_bytes: int,
+                  batch: str = "batch") -> _core.BatchFit:
+        """Before a batch runs: the largest batch of these features (the
+        feature named ``batch`` the number of rows, the others as given)
+        that fits ``budget_bytes`` under the planner's current profile,
+        and the number of micro-batches the batch splits into so that each
+        fits (``micro_batches``: 1 when it fits whole, 0 when not even one
+        row does; then ``smallest_peak_bytes`` is a row's least peak).
+        Features the planner cannot vouch for yet count as fitting: their
+        step collects, under the least-memory plan."""
+        values = self._feature_values(features)
+        if batch not in self.spec.feature_names:
+            raise ValueError(f"batch: {batch!r} is not one of the features "
+                             f"{self.feature_names}")
+        return self.chooser.fit_batch(values, int(budget_bytes),
+                                      self.feature_names.index(batch))
+
+    def split(self, features: Mapping[str, float], budget_bytes: int,
+              inputs: Any, batch: str = "batch") -> List["MicroBatch"]:
+        """The batch as micro-batches that each fit ``budget_bytes``
+        (``fit_batch``), for gradient accumulation, one ``MicroBatch``
+        each: its features; its inputs, a slice of the rows of ``inputs``
+        (every tensor in it whose first dimension is the batch's rows; a
+        tensor, or a dict, list or tuple of them), as even as can be; its
+        weight, its share of the rows (scale its loss by it and the
+        accumulated gradients are those of the whole batch's mean loss);
+        and whether it accumulates onto the gradients of those before it
+        (pass it to ``step``, which then plans with them held). One
+        micro-batch, the batch itself with weight 1.0, when it fits
+        whole::
+
+            for mb in handle.split(features, budget, batch):
+                with handle.step(mb.features, budget, inputs=mb.inputs,
+                                 accumulate=mb.accumulate):
+                    (model(**mb.inputs).loss * mb.weight).backward()
+            optimizer.step()
+
+        Raises remat.BudgetError when not even one row fits."""
+        fit = self.fit_batch(features, budget_bytes, batch)
+        if fit.micro_batches == 1:
+            return [MicroBatch(dict(features), inputs, 1.0, False)]
+        # Micro-batches after the first hold the gradients of those before
+        # (step(accumulate=True)): every one is sized with them held.
+        held = sum(p.numel() * p.element_size() for p in
+                   _unique_parameters(self._grad_owners()) if p.requires_grad)
+        if held < budget_bytes:
+            fit = self.fit_batch(features, budget_bytes - held, batch)
+        if held >= budget_bytes or fit.micro_batches == 0:
+            smallest = (fit.smallest_peak_bytes or 0) + held
+            raise BudgetError(
+                f"budget_bytes: not even one row of features "
+                f"{dict(features)} fits {int(budget_bytes)} bytes beside the "
+                f"gradients that micro-batches accumulate ({held} bytes): "
+                f"a row's smallest reachable peak with them is {smallest} "
+                "bytes; raise the budget", smallest)
+        rows = int(features[batch])
+        k = fit.micro_batches
+        parts = []
+        start = 0
+        for i in range(k):
+            n = rows // k + (1 if i < rows % k else 0)
+            parts.append(MicroBatch({**features, batch: n},
+                                    _rows(inputs, start, start + n, rows),
+                                    n / rows, i > 0))
+            start += n
+        return parts
 
     def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
         """What was alive before the step that a relative memory source
@@ -363,7 +492,8 @@ class _Planning:
                 trace=self.trace, report_outcomes=self.report_outcomes,
                 link_probe_bytes=self.link_probe_bytes,
                 link_probe_steps=self.link_probe_steps,
-                warmup_steps=self.warmup_steps)
+                warmup_steps=self.warmup_steps,
+                over_budget=self.over_budget)
         return self._lifecycle
 
 
@@ -411,6 +541,12 @@ class PlannedModule(nn.Module, _Planning):
             state and the gradients that every later step starts with
             exist, so their base (what is alive before the step) is not
             the training's. Their outcomes are reported.
+        over_budget: when the planner says no plan fits a batch under its
+            budget: ``"raise"`` (default), entering the step raises
+            ``remat.BudgetError`` (with ``smallest_peak_bytes``) before
+            anything runs, so the batch can be split (``split``,
+            ``fit_batch``); ``"run"``, the step runs the safe plan over
+            budget, warned about once.
     """
 
     def __init__(self, blocks: Blocks, **options: Any) -> None:
@@ -422,8 +558,8 @@ class PlannedModule(nn.Module, _Planning):
         self.blocks = nn.ModuleDict(named)
         _Planning.__init__(self, list(named), **options)
 
-    def step(self, features: Mapping[str, float],
-             budget_bytes: int) -> "Step":
+    def step(self, features: Mapping[str, float], budget_bytes: int, *,
+             accumulate: bool = False) -> "Step":
         """One training step under a plan, as a context manager.
 
         Entering asks for the plan (local cache, planner, fallbacks); the
@@ -435,8 +571,14 @@ class PlannedModule(nn.Module, _Planning):
         Args:
             features: a value for each of ``feature_names``.
             budget_bytes: the device memory the step may use, in bytes.
+            accumulate: the step adds to gradients that earlier
+                micro-batches of its batch left (``split``): they are
+                alive through its forward, so it is planned with them.
         """
-        return self._new_step(features, budget_bytes)
+        return self._new_step(features, budget_bytes, (), accumulate)
+
+    def _grad_owners(self) -> List[nn.Module]:
+        return [self]
 
     def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
         return resident_bytes(self, tensors)
@@ -804,7 +946,8 @@ class Step(_InPlaceRun):
 
     def __init__(self, owner: _Planning, features: List[float],
                  budget_bytes: int,
-                 inputs: Sequence[torch.Tensor] = ()) -> None:
+                 inputs: Sequence[torch.Tensor] = (),
+                 held_bytes: int = 0) -> None:
         self._owner = owner
         # The batch's tensors, alive before the step (apply's steps).
         self._inputs = list(inputs)
@@ -813,7 +956,7 @@ class Step(_InPlaceRun):
         # The one step lifecycle (client/step_lifecycle.h), as the C++
         # runtime runs it: reports what an unwound step left, then plans.
         self._session: _core.StepSession = owner._step_lifecycle().begin(
-            features, budget_bytes)
+            features, budget_bytes, held_bytes)
         self.choice: _core.PlanChoice = self._session.choice
         self.actions: List[Action] = list(self.choice.actions)
         self._runner = _Runner(owner, self.actions,
@@ -1030,7 +1173,7 @@ class Applied(_Planning):
             module.forward = _BlockForward(self, i, module, module.forward)
 
     def step(self, features: Mapping[str, float], budget_bytes: int, *,
-             inputs: Any = ()) -> Step:
+             inputs: Any = (), accumulate: bool = False) -> Step:
         """One training step under a plan, as a context manager: run the
         model's forward (once) and backward inside it.
 
@@ -1042,8 +1185,14 @@ class Applied(_Planning):
             inputs: the batch's tensors (a tensor, or a tuple, list or dict
                 of them, e.g. a tokenizer's output), alive before the step:
                 counted in it on a relative memory source (the CPU's).
+            accumulate: the step adds to gradients that earlier
+                micro-batches of its batch left (``split``): they are
+                alive through its forward, so it is planned with them.
         """
-        return self._new_step(features, budget_bytes, inputs)
+        return self._new_step(features, budget_bytes, inputs, accumulate)
+
+    def _grad_owners(self) -> List[nn.Module]:
+        return [self.model] if self.model is not None else self.blocks
 
     def with_actions(self, actions: Sequence[Action]) -> "_Forced":
         """A context manager in which the model's forward runs its blocks
@@ -1105,8 +1254,7 @@ class Applied(_Planning):
                     "remat recomputes what each step's plan says")
 
     def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
-        modules = [self.model] if self.model is not None else self.blocks
-        return _resident(modules, [*tensors,
+        return _resident(self._grad_owners(), [*tensors,
                                    *_optimizer_tensors(self.optimizer)])
 
 

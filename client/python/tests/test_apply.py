@@ -195,8 +195,12 @@ def test_trains_within_budget_with_its_optimizer_counted(family):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     memory = memory_source_for("cpu")
     features, _ = workload(0)
+    # A batch whose predicted bounds fit no plan runs the safe plan, as it
+    # did before steps could be refused: this test checks the planned
+    # steps (refusal and splitting are tested below).
     handle = apply(blocks, model=model, optimizer=optimizer, name=family,
-                   feature_names=list(features), memory=memory)
+                   feature_names=list(features), memory=memory,
+                   over_budget="run")
     # The budget: halfway from the peak with every block recomputed to the
     # peak without checkpointing, on the largest batch, with the
     # optimizer's state present (after one step).
@@ -374,3 +378,86 @@ def test_remat_trainer_plans_every_training_step():
         RematTrainer(model=model, args=transformers.TrainingArguments(
             activation_checkpointing=True, **args), train_dataset=Texts(),
             data_collator=collate, budget_bytes=1 << 30)
+
+
+def test_a_batch_no_plan_fits_is_refused_before_it_runs_or_split():
+    torch.manual_seed(0)
+    model, blocks = llama()
+    model.eval()  # no dropout: micro-batches add up to the whole batch
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    memory = memory_source_for("cpu")
+    handle = apply(blocks, model=model, optimizer=optimizer, name="split",
+                   feature_names=["batch", "seq"], memory=memory)
+
+    def full_batch(b, seq, seed):
+        ids = torch.randint(0, VOCAB, (b, seq),
+                            generator=torch.Generator().manual_seed(seed))
+        return {"input_ids": ids, "labels": ids}
+
+    # A profile over batches of 1 to 4 rows, under a loose budget.
+    loose = 1 << 40
+    for k in range(20):
+        b, seq = 1 + k % 4, [32, 64, 96, 48, 80][k % 5]
+        batch = full_batch(b, seq, k)
+        with handle.step({"batch": b, "seq": seq}, loose, inputs=batch):
+            model(**batch).loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    # Two rows at 96 tokens need at least this much.
+    with pytest.raises(remat.BudgetError) as two:
+        handle.step({"batch": 2, "seq": 96}, 1, inputs=full_batch(2, 96, 0))
+    grads = sum(p.numel() * p.element_size() for p in model.parameters())
+    budget = (two.value.smallest_peak_bytes + grads) * 21 // 20
+    batch = full_batch(4, 96, 99)
+    features = {"batch": 4, "seq": 96}
+    with pytest.raises(remat.BudgetError) as four:
+        with handle.step(features, budget, inputs=batch):
+            pytest.fail("a step no plan fits must not run")
+    assert four.value.smallest_peak_bytes > budget
+    assert four.value.code == "RESOURCE_EXHAUSTED"
+    assert "split" in str(four.value)
+    assert handle._step is None  # nothing is left running
+
+    assert 2 <= handle.fit_batch(features, budget).max_batch < 4
+    # Micro-batches after the first hold the first's gradients.
+    fit = handle.fit_batch(features, budget - grads)
+    assert fit.max_batch >= 2
+    assert fit.micro_batches == 2
+    parts = handle.split(features, budget, batch)
+    assert [p.features for p in parts] == [{"batch": 2, "seq": 96}] * 2
+    assert [p.weight for p in parts] == [0.5, 0.5]
+    assert [p.accumulate for p in parts] == [False, True]
+    for mb in parts:
+        with handle.step(mb.features, budget, inputs=mb.inputs,
+                         accumulate=mb.accumulate) as step:
+            (model(**mb.inputs).loss * mb.weight).backward()
+        assert step.source in (remat.PlanSource.PLANNER,
+                               remat.PlanSource.LOCAL_CACHE)
+        assert step.measured_peak_bytes <= budget
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    model(**batch).loss.backward()  # the whole batch, without remat
+    for n, p in model.named_parameters():
+        assert torch.allclose(got[n], p.grad, rtol=1e-4, atol=1e-6), n
+    model.zero_grad(set_to_none=True)
+    # A batch that fits whole is itself.
+    small = full_batch(1, 32, 5)
+    assert handle.split({"batch": 1, "seq": 32}, budget, small) == \
+        [({"batch": 1, "seq": 32}, small, 1.0, False)]
+    with pytest.raises(ValueError, match="first dimension"):
+        handle.split(features, budget, {"input_ids": torch.zeros(3, 96)})
+    with pytest.raises(remat.BudgetError, match="not even one row"):
+        handle.split(features, 1, batch)
+
+    # over_budget="run": the step runs (the safe plan), over budget.
+    remove(handle)
+    running = apply(blocks, model=model, optimizer=optimizer, name="split",
+                    feature_names=["batch", "seq"], memory=memory,
+                    planner=handle.planner, over_budget="run")
+    with running.step(features, budget, inputs=batch) as step:
+        model(**batch).loss.backward()
+    assert step.source == remat.PlanSource.SAFE
+    assert step.choice.smallest_peak_bytes > budget
+    remove(running)
+    with pytest.raises(ValueError, match="over_budget"):
+        apply(blocks, model=model, over_budget="maybe")
