@@ -46,6 +46,8 @@ TEST_CASE("remat subcommands against a real daemon") {
   REQUIRE(daemon.Start({}).ok());
   const std::string addr = daemon.address();
   const ModelSpec spec = testing::TestModel("bert", 4);
+  int64_t two_rows = 0;  // the least peak of 2 rows at seq 384
+  int64_t fits = 0;      // the most rows at seq 384 that fit two_rows
   {
     RemotePlannerOptions o;
     o.address = addr;
@@ -57,6 +59,16 @@ TEST_CASE("remat subcommands against a real daemon") {
     INFO(registered.ToString());
     REQUIRE(registered.ok());
     REQUIRE(planner.ReportSamples("bert", testing::TestSampleGrid(spec)).ok());
+    two_rows = SmallestPeakBytes(
+                   planner.GetPlan({"bert", {2, 384}, 1 << 20, ""}).status())
+                   .value_or(0);
+    REQUIRE(two_rows > 0);
+    for (int b = 1; b <= 4; ++b) {
+      if (planner.GetPlan({"bert", {double(b), 384}, two_rows, ""}).ok()) {
+        fits = b;
+      }
+    }
+    REQUIRE(fits >= 2);
   }
 
   CommandResult r = Remat({"health", "--address", addr});
@@ -114,6 +126,28 @@ TEST_CASE("remat subcommands against a real daemon") {
   r = Remat(with({"explain"}, {"--budget", "6GiB", "-o", "json"}));
   REQUIRE_EXIT(r, 0);
   REQUIRE(nlohmann::json::parse(r.out)["plan"]["feasible"] == true);
+
+  // --max-batch: the largest batch that fits, and the split.
+  r = Remat(with({"plan"}, {"--budget", std::to_string(two_rows),
+                            "--max-batch", "batch", "-o", "json"}));
+  REQUIRE_EXIT(r, 0);
+  auto fit = nlohmann::json::parse(r.out);
+  CHECK(fit["max_batch"] == fits);
+  CHECK(fit["micro_batches"] == (4 + fits - 1) / fits);
+  CHECK(fit["batch"] == 4);
+  r = Remat(with({"plan"}, {"--budget", std::to_string(two_rows),
+                            "--max-batch", "batch"}));
+  REQUIRE_EXIT(r, 0);
+  CHECK(Contains(r.out, "micro_batches"));
+  r = Remat(with({"plan"}, {"--budget", "1MiB", "--max-batch", "batch",
+                            "-o", "json"}));
+  REQUIRE_EXIT(r, 3);
+  fit = nlohmann::json::parse(r.out);
+  CHECK(fit["max_batch"] == 0);
+  CHECK(fit["smallest_peak_bytes"] > 1 << 20);
+  r = Remat(with({"plan"}, {"--budget", "6GiB", "--max-batch", "rows"}));
+  REQUIRE_EXIT(r, 2);
+  CHECK(Contains(r.err, "--feature"));
 
   // Exit 5: rejected.
   r = Remat({"model", "nope", "--address", addr});

@@ -46,6 +46,23 @@ TEST_CASE("fallback plans while the daemon is down, recovery after") {
   REQUIRE(planner.stats().plans_from_daemon >= 1);
   chooser.InvalidatePlans();  // as after a refit: ask the daemon next time
 
+  // No plan fits: the smallest reachable peak comes with the error, and
+  // the largest batch that fits is the one GetPlan accepts.
+  const absl::Status tiny = planner.GetPlan({"m", {8, 400}, 1 << 20, ""}).status();
+  REQUIRE(absl::IsResourceExhausted(tiny));
+  const std::optional<int64_t> peak4 =
+      SmallestPeakBytes(planner.GetPlan({"m", {4, 400}, 1 << 20, ""}).status());
+  REQUIRE(peak4.has_value());
+  absl::StatusOr<BatchFit> fit = chooser.FitBatch({8, 400}, *peak4, 0);
+  REQUIRE(fit.ok());
+  int64_t brute = 0;
+  for (int b = 1; b <= 8; ++b) {
+    brute = planner.GetPlan({"m", {double(b), 400}, *peak4, ""}).ok() ? b : brute;
+  }
+  CHECK(brute >= 4);
+  CHECK(fit->max_batch == brute);
+  CHECK(fit->micro_batches == (8 + brute - 1) / brute);
+
   // The daemon dies: the planner says so, it does not answer for itself.
   REQUIRE(daemon->Signal(SIGKILL) == 128 + SIGKILL);
   REQUIRE(absl::IsUnavailable(

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/batch_fit.h"
 #include "client/cli/exit_codes.h"
 #include "client/remote_planner.h"
 #include "google/protobuf/util/json_util.h"
@@ -45,6 +46,8 @@ struct PlanArgs {
   std::string solver;
   bool no_offload = false;
   bool offload_checkpoints = false;
+  // `plan --max-batch FEATURE`: the largest batch instead of the plan.
+  std::string max_batch;
 };
 
 void AddCommon(CLI::App* sub, CommonArgs* args) {
@@ -322,7 +325,86 @@ int RunModel(const CommonArgs& args, const std::string& name) {
   return kExitOk;
 }
 
+// `remat plan --max-batch FEATURE`: FitBatch over GetPlan calls.
+int RunMaxBatch(const CommonArgs& args, const PlanArgs& p) {
+  auto request = MakePlanRequest<v1::GetPlanRequest>(p);
+  const auto& given = request.features();
+  if (!given.contains(p.max_batch)) {
+    throw CLI::ValidationError(
+        "--max-batch", absl::StrCat("\"", p.max_batch,
+                                    "\" is not one of the --feature names"));
+  }
+  Features features;
+  std::vector<std::string> names;
+  size_t batch_feature = 0;
+  for (const auto& [name, value] : given) {
+    if (name == p.max_batch) batch_feature = names.size();
+    names.push_back(name);
+    features.push_back(value);
+  }
+  const auto stub = Stub(args);
+  grpc::Status failed;
+  const absl::StatusOr<BatchFit> fit = FitBatch(
+      features, batch_feature,
+      [&](const Features& at) -> absl::StatusOr<FitProbe> {
+        for (size_t i = 0; i < names.size(); ++i) {
+          (*request.mutable_features())[names[i]] = at[i];
+        }
+        grpc::ClientContext context;
+        SetDeadline(&context, args);
+        v1::GetPlanResponse r;
+        const grpc::Status s = stub->GetPlan(&context, request, &r);
+        if (s.ok()) {
+          return FitProbe{r.decision() == v1::COLLECT || r.plan().feasible(),
+                          r.plan().predicted_peak_bytes()};
+        }
+        const auto& trailers = context.GetServerTrailingMetadata();
+        auto it = trailers.find(kSmallestPeakMetadataKey);
+        int64_t peak = 0;
+        if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+            it != trailers.end() &&
+            absl::SimpleAtoi(
+                absl::string_view(it->second.data(), it->second.size()),
+                &peak)) {
+          return FitProbe{false, peak};
+        }
+        failed = s;
+        return absl::UnknownError("the call failed");
+      });
+  if (!failed.ok()) return ReportError(failed, args);
+  if (!fit.ok()) {
+    throw CLI::ValidationError("--feature", std::string(fit.status().message()));
+  }
+  const int64_t budget = request.budget_bytes();
+  if (args.output == "json") {
+    std::cout << absl::StrCat(
+        "{\"feature\":\"", p.max_batch, "\",\"batch\":",
+        static_cast<int64_t>(features[batch_feature]),
+        ",\"max_batch\":", fit->max_batch,
+        ",\"micro_batches\":", fit->micro_batches,
+        ",\"budget_bytes\":", budget,
+        fit->smallest_peak_bytes
+            ? absl::StrCat(",\"smallest_peak_bytes\":", *fit->smallest_peak_bytes)
+            : "",
+        "}\n");
+  } else {
+    std::vector<std::vector<std::string>> rows = {
+        {"feature", p.max_batch},
+        {"batch", absl::StrCat(features[batch_feature])},
+        {"max_batch", absl::StrCat(fit->max_batch)},
+        {"micro_batches", absl::StrCat(fit->micro_batches)},
+        {"budget", FormatBytes(budget)}};
+    if (fit->smallest_peak_bytes) {
+      rows.push_back({"smallest_peak (one row)",
+                      FormatBytes(*fit->smallest_peak_bytes)});
+    }
+    PrintTable(rows);
+  }
+  return fit->max_batch > 0 ? kExitOk : kExitInfeasible;
+}
+
 int RunPlan(const CommonArgs& args, const PlanArgs& p) {
+  if (!p.max_batch.empty()) return RunMaxBatch(args, p);
   auto request = MakePlanRequest<v1::GetPlanRequest>(p);
   request.set_include_reasons(true);  // the table shows them
   grpc::ClientContext context;
@@ -457,6 +539,11 @@ void AddDaemonCommands(CLI::App& app, int* exit_code) {
       "plan", "Ask rematd for a plan (exit 3 when none fits the budget)");
   AddCommon(plan, plan_args.get());
   AddPlanArgs(plan, plan_params.get());
+  plan->add_option(
+      "--max-batch", plan_params->max_batch,
+      "Instead of the plan: the largest value of this feature (a batch "
+      "size, up to the given one) that fits the budget, and how many "
+      "micro-batches the batch splits into (exit 3 when not even 1 fits)");
   plan->callback([=] { *exit_code = RunPlan(*plan_args, *plan_params); });
 
   auto explain_args = std::make_shared<CommonArgs>();
