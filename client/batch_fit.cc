@@ -7,6 +7,12 @@
 
 namespace remat {
 
+FitProbe FitsOf(bool collect, const Plan& plan) {
+  const bool unknown = collect && plan.predicted_peak_bytes == 0;
+  return FitProbe{unknown || plan.feasible, plan.predicted_peak_bytes,
+                  !collect};
+}
+
 absl::StatusOr<BatchFit> FitBatch(const Features& features,
                                   size_t batch_feature,
                                   const FitProbeFn& probe) {
@@ -42,7 +48,7 @@ absl::StatusOr<BatchFit> FitBatch(const Features& features,
     const int64_t mid = low + (high - low) / 2;
     absl::StatusOr<FitProbe> p = ask(mid);
     if (!p.ok()) return p.status();
-    if (p->fits) {
+    if (p->fits || !p->vouched) {
       low = mid;
     } else {
       high = mid;

@@ -18,15 +18,19 @@
 
 #include "absl/status/statusor.h"
 #include "planner/model.h"
+#include "planner/plan.h"
 
 namespace remat {
 
 // What the planner says of one batch's features under the budget.
 struct FitProbe {
-  // A plan fits, or the planner asks to collect (it cannot vouch for these
-  // features yet: the step runs the least-memory plan and measures).
+  // A plan fits; or the planner asks to collect (it cannot vouch for these
+  // features yet: the step runs the least-memory plan and measures) and
+  // its untrusted estimate of that step fits, or it has none.
   bool fits = false;
   int64_t smallest_peak_bytes = 0;  // when it does not fit
+  // False for a COLLECT answer: the estimate behind `fits` is untrusted.
+  bool vouched = true;
 };
 using FitProbeFn = std::function<absl::StatusOr<FitProbe>(const Features&)>;
 
@@ -43,10 +47,19 @@ struct BatchFit {
   std::optional<int64_t> smallest_peak_bytes;
 };
 
+// What a planner's answer says of fitting: a plan that fits (a baseline
+// solver's may not: exact ones refuse instead), or a COLLECT whose
+// untrusted estimate fits or that has no estimate yet (PlanResult).
+FitProbe FitsOf(bool collect, const Plan& plan);
+
 // Bisection over the batch feature (features[batch_feature], an integer
 // >= 1): a batch that fits is assumed to fit with fewer rows, so it asks
-// `probe` about log2(batch) + 1 feature vectors. INVALID_ARGUMENT for a
-// bad index or batch value; a probe's error is returned as it is.
+// `probe` about log2(batch) + 1 feature vectors. A COLLECT answer for
+// fewer rows than the batch's counts as fitting whatever its estimate
+// says: an estimate the planner cannot vouch for says little of how
+// memory scales with rows (never, when every sample had the same batch),
+// and the smaller step measures it. INVALID_ARGUMENT for a bad index or
+// batch value; a probe's error is returned as it is.
 absl::StatusOr<BatchFit> FitBatch(const Features& features,
                                   size_t batch_feature,
                                   const FitProbeFn& probe);

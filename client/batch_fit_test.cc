@@ -54,6 +54,27 @@ TEST_CASE("not even one row fits: the smallest peak of a batch of one") {
   CHECK(t.asked.back() == 1);
 }
 
+TEST_CASE("a COLLECT for fewer rows fits whatever its estimate says") {
+  // An estimate that ignores the rows (every sample had 8) puts every
+  // batch over the budget; the batch itself is refused on it, fewer rows
+  // collect and measure.
+  auto probe = [](const Features& f) -> absl::StatusOr<FitProbe> {
+    (void)f;
+    return FitProbe{false, 5000, /*vouched=*/false};
+  };
+  absl::StatusOr<BatchFit> fit = FitBatch({8, 717}, 0, probe);
+  REQUIRE(fit.ok());
+  CHECK(fit->max_batch == 7);
+  CHECK(fit->micro_batches == 2);
+  // A vouched answer is taken as it is.
+  Plan over;
+  over.predicted_peak_bytes = 5000;
+  CHECK_FALSE(FitsOf(/*collect=*/false, over).fits);
+  CHECK(FitsOf(false, over).vouched);
+  CHECK_FALSE(FitsOf(/*collect=*/true, over).vouched);
+  CHECK(FitsOf(true, Plan()).fits);  // no estimate yet: it collects
+}
+
 TEST_CASE("bad arguments and probe errors are returned") {
   Threshold t{4, {}};
   auto probe = [&](const Features& f) { return t(f); };

@@ -187,11 +187,7 @@ absl::StatusOr<BatchFit> PlanChooser::FitBatch(const Features& features,
       [&](const Features& at) -> absl::StatusOr<FitProbe> {
         absl::StatusOr<PlanResult> r =
             planner_->GetPlan(Request(at, budget_bytes));
-        // A baseline solver's plan may not fit (exact ones say so).
-        if (r.ok()) {
-          return FitProbe{r->collect || r->plan->feasible,
-                          r->plan->predicted_peak_bytes};
-        }
+        if (r.ok()) return FitsOf(r->collect, *r->plan);
         if (std::optional<int64_t> peak = SmallestPeakBytes(r.status())) {
           return FitProbe{false, *peak};
         }

@@ -181,39 +181,32 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
   impl_->optimizer->zero_grad();
   PlannedModel& planned = *impl_->planned;
   const Features features = impl_->demo->FeaturesOf(shape);
-  // A batch no plan fits runs as micro-batches that fit (gradient
-  // accumulation); the batch is feature 0 of every demo model. The
+  // A batch no plan fits (or whose collect step the planner's estimate
+  // puts over the budget) runs as micro-batches that fit: gradient
+  // accumulation. The batch is feature 0 of every demo model. The
   // gradients exist before every step (Impl), so micro-batches after the
   // first hold nothing a step does not.
+  absl::StatusOr<BatchFit> fit =
+      planned.chooser().FitBatch(features, budget_bytes, 0);
   std::vector<int64_t> rows = {shape.batch};
-  std::unique_ptr<PlannedModel::Step> step;
-  try {
-    step = planned.BeginStep(features, budget_bytes);
-  } catch (const BudgetError&) {
-    absl::StatusOr<BatchFit> fit =
-        planned.chooser().FitBatch(features, budget_bytes, 0);
-    if (!fit.ok()) {
-      std::fprintf(stderr, "remat demo: splitting the batch failed: %s\n",
-                   fit.status().ToString().c_str());
-      throw;
-    }
-    if (fit->micro_batches == 0) throw;
+  if (fit.ok() && fit->micro_batches > 1) {
     const int64_t k = fit->micro_batches;
     rows.clear();
     for (int64_t i = 0; i < k; ++i) {
       rows.push_back(shape.batch / k + (i < shape.batch % k ? 1 : 0));
     }
   }
+  // (Planner unreachable: the step's own fallbacks. Not even one row
+  // fits: BeginStep throws BudgetError.)
   r.micro_batches = static_cast<int>(rows.size());
   r.plan_ms = MsSince(start);
   for (int64_t n : rows) {
     BatchShape part = shape;
     part.batch = n;
-    if (step == nullptr) {
-      const auto planning = std::chrono::steady_clock::now();
-      step = planned.BeginStep(impl_->demo->FeaturesOf(part), budget_bytes);
-      r.plan_ms += MsSince(planning);
-    }
+    const auto planning = std::chrono::steady_clock::now();
+    std::unique_ptr<PlannedModel::Step> step =
+        planned.BeginStep(impl_->demo->FeaturesOf(part), budget_bytes);
+    r.plan_ms += MsSince(planning);
     // Synthetic data: a micro-batch's rows are drawn as a batch of its own.
     const DemoBatch batch = impl_->Batch(part);
     torch::Tensor loss = impl_->demo->Loss(
@@ -230,7 +223,6 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
                                      step->measured_peak_bytes().value_or(0));
     r.copy_wait_ms +=
         static_cast<double>(impl_->model->last_copy_wait_ns()) / 1e6;
-    step.reset();
   }
   impl_->optimizer->step();
   impl_->memory->Synchronize();  // a GPU's step has finished only now

@@ -480,6 +480,14 @@ struct PlannerCore::Impl {
                               "may not fit the budget"
                             : ""),
           send);
+      if (!e->no_samples) {
+        // Beyond what was measured the estimate is untrusted, but it is
+        // what the planner knows: a caller sizing batches (FitBatch) can
+        // tell a collect that would break the budget.
+        Plan estimated = *result.plan;
+        ScorePlan(e->problem, &estimated);
+        result.plan = std::make_shared<Plan>(std::move(estimated));
+      }
       return result;
     }
     const Plan& plan = *result.plan;

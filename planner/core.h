@@ -83,7 +83,9 @@ struct PlanRequest {
 struct PlanResult {
   // COLLECT: the estimator cannot vouch for these features yet; run the
   // batch with every checkpointable block recomputed and report samples.
-  // `plan` is then that safe plan (solver "collect").
+  // `plan` is then that safe plan (solver "collect"), its predicted peak
+  // and feasible flag from the untrusted estimate once the model has
+  // samples (0 and false before).
   bool collect = false;
   std::string collect_reason;
   std::shared_ptr<const Plan> plan;  // never null on success

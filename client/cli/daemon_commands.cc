@@ -17,6 +17,7 @@
 #include "client/cli/exit_codes.h"
 #include "client/remote_planner.h"
 #include "google/protobuf/util/json_util.h"
+#include "planner/service/convert.h"
 #include "planner/service/service.h"
 #include "planner/units.h"
 #include "proto/health.grpc.pb.h"
@@ -355,8 +356,9 @@ int RunMaxBatch(const CommonArgs& args, const PlanArgs& p) {
         v1::GetPlanResponse r;
         const grpc::Status s = stub->GetPlan(&context, request, &r);
         if (s.ok()) {
-          return FitProbe{r.decision() == v1::COLLECT || r.plan().feasible(),
-                          r.plan().predicted_peak_bytes()};
+          absl::StatusOr<PlanResult> result = PlanResultFromProto(r);
+          if (!result.ok()) return result.status();
+          return FitsOf(result->collect, *result->plan);
         }
         const auto& trailers = context.GetServerTrailingMetadata();
         auto it = trailers.find(kSmallestPeakMetadataKey);

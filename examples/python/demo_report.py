@@ -53,8 +53,14 @@ class StepLog:
         #                                  over, loss)
         self.baseline_ms: List[float] = []
 
-    def record(self, step: "remat.torch.Step", ms: float, loss: float,
-               shape: str, baseline_ms: Optional[float] = None) -> None:
+    def record(self, steps: Sequence["remat.torch.Step"], ms: float,
+               loss: float, shape: str,
+               baseline_ms: Optional[float] = None) -> None:
+        """One training step: its remat steps (one per micro-batch, when
+        the batch ran split), its time and loss."""
+        step = steps[-1]  # the plan shown; the peak is the largest
+        if len(steps) > 1:
+            shape += f" in {len(steps)}"
         src = step.source
         plan = (step.choice.solver if src in (remat.PlanSource.PLANNER,
                                               remat.PlanSource.LOCAL_CACHE)
@@ -63,10 +69,11 @@ class StepLog:
                          for x in step.actions)
         offloaded = sum(x == remat.OFFLOAD for x in step.actions)
         offload = f"offload {offloaded} " if offloaded else ""
-        peak = step.measured_peak_bytes or 0
-        pred = step.choice.predicted_peak_bytes
+        peak = max(s.measured_peak_bytes or 0 for s in steps)
+        pred = max(s.choice.predicted_peak_bytes for s in steps)
         over = peak > self.budget
-        self.records.append((step.collect, ms, recomputed, peak, over, loss))
+        collect = any(s.collect for s in steps)
+        self.records.append((collect, ms, recomputed, peak, over, loss))
         if baseline_ms is not None:
             self.baseline_ms.append(baseline_ms)
         n = len(self.records)
@@ -81,9 +88,10 @@ class StepLog:
     def run_step(self, train: Callable[[], tuple],
                  baseline: Optional[Callable[[], object]], shape: str,
                  device: torch.device) -> None:
-        """Runs one step under remat (`train` returns its remat step and
-        loss) and the baseline's on the same batch (if any: in lockstep,
-        taking turns to go first), and records both."""
+        """Runs one step under remat (`train` returns its remat steps, one
+        per micro-batch, and its loss) and the baseline's on the same batch
+        (if any: in lockstep, taking turns to go first), and records
+        both."""
         result = []
         baseline_ms = None
         if baseline is not None and len(self.records) % 2:
@@ -91,8 +99,8 @@ class StepLog:
         ms = timed_ms(lambda: result.append(train()), device)
         if baseline is not None and baseline_ms is None:
             baseline_ms = timed_ms(baseline, device)
-        step, loss = result[0]
-        self.record(step, ms, loss, shape, baseline_ms)
+        steps, loss = result[0]
+        self.record(steps, ms, loss, shape, baseline_ms)
 
     def over_budget(self) -> int:
         return sum(r[4] for r in self.records)

@@ -192,12 +192,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def train():
             optimizer.zero_grad(set_to_none=True)
-            with model.step(features={"batch": a.batch, "seq": seq},
-                            budget_bytes=budget) as step:
-                loss = nn.functional.cross_entropy(model(ids), labels)
-                loss.backward()
+            # A batch no plan fits runs as micro-batches that do.
+            steps, loss = [], 0.0
+            for mb in model.split({"batch": a.batch, "seq": seq}, budget,
+                                  (ids, labels)):
+                with model.step(mb.features, budget,
+                                accumulate=mb.accumulate) as step:
+                    part = nn.functional.cross_entropy(
+                        model(mb.inputs[0]), mb.inputs[1]) * mb.weight
+                    part.backward()
+                steps.append(step)
+                loss += part.item()
             optimizer.step()
-            return step, loss.item()
+            return steps, loss
 
         def train_baseline():
             baseline_optimizer.zero_grad(set_to_none=True)

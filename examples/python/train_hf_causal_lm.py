@@ -87,13 +87,19 @@ def main(argv=None) -> int:
         batch = batch_of(seq, n)
 
         def train():
-            with handle.step({"batch": a.batch, "seq": seq}, budget,
-                             inputs=batch) as step:
-                loss = model(**batch).loss
-                loss.backward()
+            # A batch no plan fits runs as micro-batches that do.
+            steps, loss = [], 0.0
+            for mb in handle.split({"batch": a.batch, "seq": seq}, budget,
+                                   batch):
+                with handle.step(mb.features, budget, inputs=mb.inputs,
+                                 accumulate=mb.accumulate) as step:
+                    part = model(**mb.inputs).loss * mb.weight
+                    part.backward()
+                steps.append(step)
+                loss += part.item()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            return step, loss.item()
+            return steps, loss
 
         def train_baseline():
             baseline(**batch).loss.backward()

@@ -78,6 +78,7 @@ class SideBySide(RematTrainer):
 
     def training_step(self, model, inputs, *args, **kwargs):
         losses = []
+        done = len(self.remat_steps)
 
         def remat_step():
             losses.append(super(SideBySide, self).training_step(
@@ -95,10 +96,12 @@ class SideBySide(RematTrainer):
             ms = timed_ms(remat_step, cpu)
             baseline_ms = timed_ms(baseline_step, cpu)
         self._baseline_optimizer_step()
-        step = self.remat_steps[-1]
-        self.step_log.record(step, ms, float(losses[0]),
-                        "batch {:d} seq {:3d}".format(*map(int, step.features)),
-                        baseline_ms)
+        # This batch's remat steps: more than one when it ran split.
+        steps = self.remat_steps[done:]
+        self.step_log.record(steps, ms, float(losses[0]),
+                             "batch {:d} seq {:3d}".format(
+                                 *map(int, self.features(inputs).values())),
+                             baseline_ms)
         return losses[0]
 
     def _baseline_optimizer_step(self) -> None:

@@ -107,13 +107,19 @@ def main(argv=None) -> int:
         images, labels = batch_of(b, h, w, n)
 
         def train():
-            with handle.step({"batch": b, "height": h, "width": w}, budget,
-                             inputs=images) as step:
-                loss = loss_of(model, images, labels)
-                loss.backward()
+            # A batch no plan fits runs as micro-batches that do.
+            steps, loss = [], 0.0
+            for mb in handle.split({"batch": b, "height": h, "width": w},
+                                   budget, (images, labels)):
+                with handle.step(mb.features, budget, inputs=mb.inputs[0],
+                                 accumulate=mb.accumulate) as step:
+                    part = loss_of(model, *mb.inputs) * mb.weight
+                    part.backward()
+                steps.append(step)
+                loss += part.item()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            return step, loss.item()
+            return steps, loss
 
         def train_baseline():
             loss_of(baseline, images, labels, plain=True).backward()

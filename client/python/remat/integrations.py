@@ -70,7 +70,8 @@ class RematTrainer(transformers.Trainer):
         remat: the handle ``apply`` returned; ``remat.remove()`` restores
             the model.
         remat_steps: per training step, its remat step (plan, measured
-            peak), for inspection.
+            peak), for inspection; a batch no plan fits whole runs as
+            micro-batches (``Applied.split``), a remat step each.
         losses: per training step, its loss.
     """
 
@@ -103,9 +104,29 @@ class RematTrainer(transformers.Trainer):
                       *args: Any, **kwargs: Any) -> Any:
         # The optimizer exists from the first step on; its state counts.
         self.remat.optimizer = self.optimizer
-        with self.remat.step(self.features(inputs), self.budget_bytes,
-                             inputs=inputs) as step:
-            loss = super().training_step(model, inputs, *args, **kwargs)
-        self.remat_steps.append(step)
+        # A batch no plan fits runs as micro-batches that do (Applied.split),
+        # their losses weighted by their share of the rows.
+        loss = None
+        for mb in self.remat.split(self.features(inputs), self.budget_bytes,
+                                   inputs):
+            self._remat_weight = mb.weight
+            with self.remat.step(mb.features, self.budget_bytes,
+                                 inputs=mb.inputs,
+                                 accumulate=mb.accumulate) as step:
+                part = super().training_step(model, mb.inputs, *args,
+                                             **kwargs)
+            loss = part if loss is None else loss + part
+            self.remat_steps.append(step)
+        self._remat_weight = 1.0
         self.losses.append(float(loss))
         return loss
+
+    def compute_loss(self, model: nn.Module, inputs: Dict[str, Any],
+                     *args: Any, **kwargs: Any) -> Any:
+        out = super().compute_loss(model, inputs, *args, **kwargs)
+        weight = getattr(self, "_remat_weight", 1.0)
+        if weight == 1.0:
+            return out
+        if isinstance(out, tuple):  # return_outputs
+            return (out[0] * weight, *out[1:])
+        return out * weight

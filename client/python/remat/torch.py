@@ -428,18 +428,17 @@ class _Planning:
                                       self.feature_names.index(batch))
 
     def split(self, features: Mapping[str, float], budget_bytes: int,
-              inputs: Any, batch: str = "batch") -> List["MicroBatch"]:
+              inputs: Any, batch: str = "batch") -> Iterator["MicroBatch"]:
         """The batch as micro-batches that each fit ``budget_bytes``
         (``fit_batch``), for gradient accumulation, one ``MicroBatch``
         each: its features; its inputs, a slice of the rows of ``inputs``
         (every tensor in it whose first dimension is the batch's rows; a
-        tensor, or a dict, list or tuple of them), as even as can be; its
-        weight, its share of the rows (scale its loss by it and the
-        accumulated gradients are those of the whole batch's mean loss);
-        and whether it accumulates onto the gradients of those before it
-        (pass it to ``step``, which then plans with them held). One
-        micro-batch, the batch itself with weight 1.0, when it fits
-        whole::
+        tensor, or a dict, list or tuple of them); its weight, its share
+        of the rows (scale its loss by it and the accumulated gradients
+        are those of the whole batch's mean loss); and whether it
+        accumulates onto the gradients of those before it (pass it to
+        ``step``, which then plans with them held). One micro-batch, the
+        batch itself with weight 1.0, when it fits whole::
 
             for mb in handle.split(features, budget, batch):
                 with handle.step(mb.features, budget, inputs=mb.inputs,
@@ -447,35 +446,43 @@ class _Planning:
                     (model(**mb.inputs).loss * mb.weight).backward()
             optimizer.step()
 
-        Raises remat.BudgetError when not even one row fits."""
-        fit = self.fit_batch(features, budget_bytes, batch)
-        if fit.micro_batches == 1:
-            return [MicroBatch(dict(features), inputs, 1.0, False)]
-        # Micro-batches after the first hold the gradients of those before
-        # (step(accumulate=True)): every one is sized with them held.
+        Otherwise every micro-batch is sized with the gradients held that
+        accumulation leaves, and each is sized when it is drawn, from the
+        rows left: a micro-batch that collected tells the planner about
+        the next. Raises remat.BudgetError (when it is drawn) where not
+        even one row fits."""
+        whole = self.fit_batch(features, budget_bytes, batch)  # checks
+        rows = int(features[batch])
         held = sum(p.numel() * p.element_size() for p in
                    _unique_parameters(self._grad_owners()) if p.requires_grad)
-        if held < budget_bytes:
-            fit = self.fit_batch(features, budget_bytes - held, batch)
-        if held >= budget_bytes or fit.micro_batches == 0:
-            smallest = (fit.smallest_peak_bytes or 0) + held
-            raise BudgetError(
-                f"budget_bytes: not even one row of features "
-                f"{dict(features)} fits {int(budget_bytes)} bytes beside the "
-                f"gradients that micro-batches accumulate ({held} bytes): "
-                f"a row's smallest reachable peak with them is {smallest} "
-                "bytes; raise the budget", smallest)
-        rows = int(features[batch])
-        k = fit.micro_batches
-        parts = []
-        start = 0
-        for i in range(k):
-            n = rows // k + (1 if i < rows % k else 0)
-            parts.append(MicroBatch({**features, batch: n},
-                                    _rows(inputs, start, start + n, rows),
-                                    n / rows, i > 0))
-            start += n
-        return parts
+
+        def draw() -> Iterator[MicroBatch]:
+            if whole.micro_batches == 1:
+                yield MicroBatch(dict(features), inputs, 1.0, False)
+                return
+            start = 0
+            while start < rows:
+                left = rows - start
+                fit = self.fit_batch({**features, batch: left},
+                                     budget_bytes - held, batch) \
+                    if held < budget_bytes else None
+                if fit is None or fit.micro_batches == 0:
+                    smallest = (fit.smallest_peak_bytes or 0 if fit else 0) \
+                        + held
+                    raise BudgetError(
+                        f"budget_bytes: not even one row of features "
+                        f"{dict(features)} fits {int(budget_bytes)} bytes "
+                        f"beside the gradients that micro-batches accumulate "
+                        f"({held} bytes): a row's smallest reachable peak "
+                        f"with them is {smallest} bytes; raise the budget",
+                        smallest)
+                n = -(-left // fit.micro_batches)  # the rows left, evenly
+                yield MicroBatch({**features, batch: n},
+                                 _rows(inputs, start, start + n, rows),
+                                 n / rows, start > 0)
+                start += n
+
+        return draw()
 
     def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
         """What was alive before the step that a relative memory source

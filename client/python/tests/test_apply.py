@@ -423,7 +423,7 @@ def test_a_batch_no_plan_fits_is_refused_before_it_runs_or_split():
     fit = handle.fit_batch(features, budget - grads)
     assert fit.max_batch >= 2
     assert fit.micro_batches == 2
-    parts = handle.split(features, budget, batch)
+    parts = list(handle.split(features, budget, batch))
     assert [p.features for p in parts] == [{"batch": 2, "seq": 96}] * 2
     assert [p.weight for p in parts] == [0.5, 0.5]
     assert [p.accumulate for p in parts] == [False, True]
@@ -442,12 +442,14 @@ def test_a_batch_no_plan_fits_is_refused_before_it_runs_or_split():
     model.zero_grad(set_to_none=True)
     # A batch that fits whole is itself.
     small = full_batch(1, 32, 5)
-    assert handle.split({"batch": 1, "seq": 32}, budget, small) == \
+    assert list(handle.split({"batch": 1, "seq": 32}, budget, small)) == \
         [({"batch": 1, "seq": 32}, small, 1.0, False)]
     with pytest.raises(ValueError, match="first dimension"):
-        handle.split(features, budget, {"input_ids": torch.zeros(3, 96)})
+        list(handle.split(features, budget, {"input_ids": torch.zeros(3, 96)}))
     with pytest.raises(remat.BudgetError, match="not even one row"):
-        handle.split(features, 1, batch)
+        list(handle.split(features, 1, batch))
+    with pytest.raises(ValueError, match="features"):
+        handle.split({"batch": 4}, budget, batch)  # checked when called
 
     # over_budget="run": the step runs (the safe plan), over budget.
     remove(handle)
