@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
                  "solver to ask for (exact, static_max, mimose_greedy, ...); "
                  "default: the planner's")->capture_default_str();
   remat::AddTrainerFlags(&app, &options);
+  options.split_batches = true;
+  app.add_flag("!--no-split", options.split_batches,
+               "run a batch no plan fits whole, over budget (default: as "
+               "micro-batches that fit, gradients accumulated)");
   app.add_option("--trace", options.trace_path,
                  "write collected samples to this trace CSV (replaced)");
   app.add_option("--threads", threads, "LibTorch threads (0: default)")

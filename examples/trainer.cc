@@ -100,7 +100,10 @@ struct Trainer::Impl {
             .memory(memory.get())
             .chooser(chooser)
             .trace(trace.get())
-            .link_probe_bytes(probe_bytes));
+            .link_probe_bytes(probe_bytes)
+            .over_budget(o.split_batches
+                             ? StepLifecycleOptions::OverBudget::kRaise
+                             : StepLifecycleOptions::OverBudget::kRun));
     optimizer = std::make_unique<torch::optim::SGD>(
         model->parameters(), torch::optim::SGDOptions(o.learning_rate));
     // Gradients live for the whole run (zero_grad zeroes them), as in a
@@ -186,9 +189,11 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
   // accumulation. The batch is feature 0 of every demo model. The
   // gradients exist before every step (Impl), so micro-batches after the
   // first hold nothing a step does not.
-  absl::StatusOr<BatchFit> fit =
-      planned.chooser().FitBatch(features, budget_bytes, 0);
   std::vector<int64_t> rows = {shape.batch};
+  absl::StatusOr<BatchFit> fit = BatchFit();
+  if (impl_->options.split_batches) {
+    fit = planned.chooser().FitBatch(features, budget_bytes, 0);
+  }
   if (fit.ok() && fit->micro_batches > 1) {
     const int64_t k = fit->micro_batches;
     rows.clear();

@@ -56,6 +56,11 @@ struct TrainerOptions {
   // When set, collected samples are written to this trace CSV, replacing
   // it (the format bench:estimator_accuracy --trace replays).
   std::string trace_path;
+  // A batch no plan fits (or whose collect step the planner's estimate
+  // puts over the budget) runs as micro-batches that fit (FitBatch).
+  // False (benchmarks: every strategy runs the same batches): it runs
+  // whole, over budget where need be, as the budget-blind strategies do.
+  bool split_batches = false;
 };
 
 // What one training step did.

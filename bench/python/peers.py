@@ -149,10 +149,13 @@ class Runner:
                         "cpu", link_bytes_per_s=link_bytes_per_s)
             # A 1 MiB link probe: the emulated link is slow (the machine's
             # FLOP/s times 6.5e-5), and the probe runs in collect steps.
+            # A batch no plan fits runs over budget (and is counted so), as
+            # every other strategy's does: the same batches for all.
             self.handle = remat.torch.apply(
                 model.model.layers, model=model, optimizer=self.optimizer,
                 name=name, feature_names=["batch", "seq"], memory=memory,
-                copy_engine=engine, link_probe_bytes=1 << 20)
+                copy_engine=engine, link_probe_bytes=1 << 20,
+                over_budget="run")
 
     @property
     def plans_per_batch(self) -> bool:
