@@ -129,6 +129,7 @@ class PlanChooser {
 
   std::vector<int64_t> Bucket(const Features& features) const;
   const ModelSpec& model() const { return model_; }
+  const PlanChooserOptions& options() const { return options_; }
   PlanChooserStats stats() const;
 
  private:

@@ -73,6 +73,38 @@ absl::StatusOr<std::unique_ptr<StepSession>> StepLifecycle::Begin(
                       held_bytes, warmup || held_bytes > 0));
 }
 
+absl::StatusOr<std::unique_ptr<StepSession>> StepLifecycle::Retry(
+    const StepSession& failed) {
+  // After a plan of the planner's: its next plan, once it differs.
+  std::vector<int64_t> bucket = failed.choice_.bucket;
+  if (failed.choice_.source != PlanSource::kSafe) {
+    absl::StatusOr<std::unique_ptr<StepSession>> next =
+        Begin(failed.features_, failed.budget_bytes_, failed.held_bytes_);
+    if (!next.ok() || (*next)->choice_.actions != failed.choice_.actions) {
+      return next;
+    }
+  }
+  // The plan that failed again, or the safe plan failed (an error that
+  // may not recur: the caller bounds the retries): the safe plan, with
+  // every checkpoint it can send to host sent.
+  const PlanChooserOptions& o = chooser_->options();
+  std::vector<Action> safest = SafeActions(chooser_->model());
+  if (o.offload && o.offload_checkpoints) {
+    for (Action& a : safest) {
+      if (a == Action::kRecompute) a = Action::kRecomputeOffload;
+    }
+  }
+  PlanChoice choice;
+  choice.actions = std::move(safest);
+  choice.source = PlanSource::kSafe;
+  choice.bucket = std::move(bucket);
+  choice.planner_status = absl::ResourceExhaustedError(
+      "the planner's plan ran out of memory");
+  return std::unique_ptr<StepSession>(new StepSession(
+      this, failed.features_, std::move(choice), failed.budget_bytes_,
+      failed.held_bytes_, /*warmup=*/true));
+}
+
 StepSession::StepSession(StepLifecycle* owner, Features features,
                          PlanChoice choice, int64_t budget_bytes,
                          int64_t held_bytes, bool warmup)
@@ -111,8 +143,9 @@ absl::Status StepSession::Measure(int64_t copy_wait_ns, bool unwinding,
                               std::chrono::steady_clock::now() - start_)
                               .count();
   MemorySource* memory = owner_->options_.memory;
-  const bool oom =
-      memory != nullptr && memory->out_of_memory_count() > ooms_at_start_;
+  const bool oom = out_of_memory_ || (memory != nullptr &&
+                                      memory->out_of_memory_count() >
+                                          ooms_at_start_);
   absl::Status status;
   if (sampler_ != nullptr && !oom && !unwinding) {
     absl::StatusOr<Sample> sample = sampler_->EndStep(features_);
@@ -170,6 +203,19 @@ absl::Status StepSession::Finish(int64_t copy_wait_ns, const LinkProbe& probe) {
   if (finished_) return absl::OkStatus();
   std::optional<Outcome> outcome;
   absl::Status status = Measure(copy_wait_ns, /*unwinding=*/false, &outcome);
+  return Report(std::move(status), probe, outcome);
+}
+
+absl::Status StepSession::FailOutOfMemory(int64_t copy_wait_ns) {
+  if (finished_) return absl::OkStatus();
+  out_of_memory_ = true;
+  std::optional<Outcome> outcome;
+  absl::Status status = Measure(copy_wait_ns, /*unwinding=*/true, &outcome);
+  return Report(std::move(status), nullptr, outcome);
+}
+
+absl::Status StepSession::Report(absl::Status status, const LinkProbe& probe,
+                                 const std::optional<Outcome>& outcome) {
   StepLifecycle& owner = *owner_;
   if (sample_ && !warmup_) {
     MeasureLink(probe);

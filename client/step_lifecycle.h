@@ -98,6 +98,14 @@ class StepLifecycle {
                                                      int64_t budget_bytes,
                                                      int64_t held_bytes = 0);
 
+  // The same batch again after `failed` ran out of memory (and reported
+  // so, FailOutOfMemory): after a plan of the planner's, its next plan
+  // when the actions differ; else the safe plan with every checkpoint it
+  // can send to host sent (with a copy engine, PlanChooserOptions::
+  // offload_checkpoints). The caller bounds how often it retries. Fails
+  // as Begin does (no plan fits).
+  absl::StatusOr<std::unique_ptr<StepSession>> Retry(const StepSession& failed);
+
   const StepLifecycleOptions& options() const { return options_; }
 
  private:
@@ -148,6 +156,11 @@ class StepSession {
   // Ends a step an exception unwound: measures; its outcome is reported by
   // the lifecycle's next Begin. No planner call.
   void Unwind(int64_t copy_wait_ns);
+  // Ends a step whose forward or backward ran out of memory, caught by the
+  // runtime after it released what the step held: measures and reports
+  // the outcome now (out_of_memory set, a peak of at least the budget),
+  // so that the planner's next plan (StepLifecycle::Retry) knows.
+  absl::Status FailOutOfMemory(int64_t copy_wait_ns);
   // Ends a step the runtime refused: stops measuring, reports nothing.
   void Discard();
   bool finished() const { return finished_; }
@@ -161,6 +174,10 @@ class StepSession {
   friend class StepLifecycle;
   StepSession(StepLifecycle* owner, Features features, PlanChoice choice,
               int64_t budget_bytes, int64_t held_bytes, bool warmup);
+  // Reports what Measure left (the sample or `outcome`); `status`, or
+  // what reporting returned when something was reported.
+  absl::Status Report(absl::Status status, const LinkProbe& probe,
+                      const std::optional<Outcome>& outcome);
   // Stops measuring; builds the sample or, in `outcome`, the outcome.
   absl::Status Measure(int64_t copy_wait_ns, bool unwinding,
                        std::optional<Outcome>* outcome);
@@ -174,6 +191,7 @@ class StepSession {
   const bool warmup_;  // or held bytes: a sample is not the training's
   bool started_ = false;
   bool finished_ = false;
+  bool out_of_memory_ = false;  // FailOutOfMemory
   std::unique_ptr<MemorySource::Attachment> attachment_;
   std::unique_ptr<BlockSampler> sampler_;
   int64_t ooms_at_start_ = 0;

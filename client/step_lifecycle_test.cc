@@ -263,6 +263,43 @@ TEST_CASE("held bytes (accumulated gradients) are planned and reported "
   }
 }
 
+TEST_CASE("a step out of memory reports at once; the retry is safer") {
+  Fixture f;
+  f.planner.plan = {K, K};
+  auto step = *f.lifecycle.Begin({4}, 4000);
+  step->Start(0);
+  f.memory.Allocate(900);
+  REQUIRE(step->FailOutOfMemory(0).ok());
+  f.memory.Free(900);
+  REQUIRE(f.planner.outcomes.size() == 1);  // now, not at the next Begin
+  CHECK(f.planner.outcomes[0].out_of_memory);
+  CHECK(f.planner.outcomes[0].measured_peak_bytes == 4000);
+  CHECK(f.planner.outcomes[0].actions == std::vector<Action>{K, K});
+
+  // The planner answers the same plan: the safe plan.
+  auto retry = f.lifecycle.Retry(*step);
+  REQUIRE(retry.ok());
+  CHECK((*retry)->choice().source == PlanSource::kSafe);
+  CHECK((*retry)->choice().actions ==
+        std::vector<Action>{Action::kRecompute, Action::kRecompute});
+  CHECK((*retry)->features() == Features{4});
+  CHECK((*retry)->budget_bytes() == 4000);
+  (*retry)->Start(0);
+  REQUIRE((*retry)->FailOutOfMemory(0).ok());
+  // Even that ran out (an error that may not recur): the safe plan again;
+  // the runtime bounds the retries.
+  auto safe = f.lifecycle.Retry(**retry);
+  REQUIRE(safe.ok());
+  CHECK((*safe)->choice().actions == (*retry)->choice().actions);
+
+  // A planner that answers a new plan after the outcome: that plan.
+  f.planner.plan = {Action::kRecompute, K};
+  auto again = f.lifecycle.Retry(*step);
+  REQUIRE(again.ok());
+  CHECK((*again)->choice().source == PlanSource::kPlanner);
+  CHECK((*again)->choice().actions == f.planner.plan);
+}
+
 TEST_CASE("report failures are returned; training goes on") {
   StepLifecycleOptions options;
   options.warmup_steps = 0;

@@ -451,7 +451,18 @@ PYBIND11_MODULE(_core, m) {
             return Value(std::move(session));
           },
           py::arg("features"), py::arg("budget_bytes"),
-          py::arg("held_bytes") = 0, py::keep_alive<0, 1>());
+          py::arg("held_bytes") = 0, py::keep_alive<0, 1>())
+      .def(
+          "retry",
+          [](StepLifecycle& l, const StepSession& failed) {
+            absl::StatusOr<std::unique_ptr<StepSession>> session;
+            {
+              py::gil_scoped_release release;
+              session = l.Retry(failed);
+            }
+            return Value(std::move(session));
+          },
+          py::arg("failed"), py::keep_alive<0, 1>());
 
   py::class_<StepSession>(m, "StepSession")
       .def_property_readonly("choice", &StepSession::choice)
@@ -487,6 +498,17 @@ PYBIND11_MODULE(_core, m) {
           py::arg("copy_wait_ns") = 0, py::arg("probe") = py::none())
       .def("unwind", &StepSession::Unwind, py::arg("copy_wait_ns") = 0,
            py::call_guard<py::gil_scoped_release>())
+      .def(
+          "fail_out_of_memory",
+          [](StepSession& s, int64_t copy_wait_ns) {
+            absl::Status status;
+            {
+              py::gil_scoped_release release;
+              status = s.FailOutOfMemory(copy_wait_ns);
+            }
+            Check(status);
+          },
+          py::arg("copy_wait_ns") = 0)
       .def("discard", &StepSession::Discard)
       .def_property_readonly("sample", &StepSession::sample)
       .def_property_readonly("measured_peak_bytes",

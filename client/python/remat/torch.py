@@ -179,6 +179,41 @@ def _tensor_bytes(value: Any) -> int:
     return 0
 
 
+class _GradState:
+    """The modules' gradients before a step, to put back after a failed
+    run: none where there was none, else a host copy of it."""
+
+    def __init__(self, modules: Iterable[nn.Module]) -> None:
+        self.saved = [(p, None if p.grad is None else
+                       p.grad.detach().to("cpu", copy=True))
+                      for p in _unique_parameters(modules)]
+
+    def restore(self) -> None:
+        for p, grad in self.saved:
+            if grad is None:
+                p.grad = None
+            elif p.grad is None:
+                p.grad = grad.to(p.device)
+            else:
+                p.grad.copy_(grad)
+
+
+class _RngState:
+    """The CPU's RNG state and that of every CUDA device the modules use,
+    to run a step again on the same random numbers (dropout)."""
+
+    def __init__(self, modules: Iterable[nn.Module]) -> None:
+        self.cpu = torch.random.get_rng_state()
+        devices = {p.device for p in _unique_parameters(modules)
+                   if p.device.type == "cuda"}
+        self.cuda = {d: torch.cuda.get_rng_state(d) for d in devices}
+
+    def restore(self) -> None:
+        torch.random.set_rng_state(self.cpu)
+        for device, state in self.cuda.items():
+            torch.cuda.set_rng_state(state, device)
+
+
 class MicroBatch(NamedTuple):
     """One micro-batch of ``split``."""
     features: Dict[str, float]
@@ -343,12 +378,17 @@ class _Planning:
                  link_probe_bytes: int = 16 << 20,
                  link_probe_steps: int = 8,
                  warmup_steps: int = 1,
-                 over_budget: str = "raise") -> None:
+                 over_budget: str = "raise",
+                 retry_on_oom: bool = True,
+                 max_oom_retries: int = 2) -> None:
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps: {warmup_steps}; must be >= 0")
         if over_budget not in ("raise", "run"):
             raise ValueError(f"over_budget: {over_budget!r}; use 'raise' or "
                              "'run'")
+        if max_oom_retries < 0:
+            raise ValueError(f"max_oom_retries: {max_oom_retries}; must be "
+                             ">= 0")
         if checkpointable is None:
             checkpointable = [True] * len(block_names)
         if len(checkpointable) != len(block_names):
@@ -377,6 +417,8 @@ class _Planning:
         self.link_probe_steps = link_probe_steps
         self.warmup_steps = warmup_steps
         self.over_budget = over_budget
+        self.retry_on_oom = retry_on_oom
+        self.max_oom_retries = max_oom_retries
         self._lifecycle: Optional[_core.StepLifecycle] = None
         self._step: Optional[Step] = None
 
@@ -484,6 +526,51 @@ class _Planning:
 
         return draw()
 
+    def run_step(self, features: Mapping[str, float], budget_bytes: int,
+                 run: Callable[[], Any], *, inputs: Any = (),
+                 accumulate: bool = False) -> "Step":
+        """``run()`` (one forward and backward of the model) as a step, as
+        ``with self.step(features, budget_bytes, ...): run()`` does, and
+        the step that ran through. With ``retry_on_oom`` (the default), a
+        step whose forward or backward runs out of memory
+        (``torch.OutOfMemoryError``) is not the end: what it held is
+        freed (its activations, saved tensors and copies to host in
+        flight; the gradients it added: those that existed before it are
+        put back), its outcome is reported, and ``run()`` runs again on
+        the same RNG state under a safer plan (the planner's next, else
+        the safe plan with checkpoints sent to host where a copy engine
+        exists), at most ``max_oom_retries`` times; past them the error
+        propagates, naming the features and the budget. ``Step.retries``
+        says how often it ran again. (A ``with`` block cannot run its
+        body twice: retries need ``run_step``.)"""
+        step = self._new_step(features, budget_bytes, inputs, accumulate)
+        if not self.retry_on_oom:
+            with step:
+                run()
+            return step
+        before = _GradState(self._grad_owners())
+        rng = _RngState(self._grad_owners())
+        for retries in range(self.max_oom_retries + 1):
+            try:
+                with step:
+                    run()
+                step.retries = retries
+                return step
+            except torch.OutOfMemoryError as e:
+                if retries == self.max_oom_retries:
+                    raise torch.OutOfMemoryError(
+                        f"remat: the step for features {dict(features)} ran "
+                        f"out of memory under a budget of {int(budget_bytes)}"
+                        f" bytes, {retries + 1} times (retries: "
+                        f"max_oom_retries={self.max_oom_retries}); raise the "
+                        f"budget or split the batch: {e}") from e
+            # Past the except clause the exception and its frames, which
+            # held the failed run's tensors, are gone.
+            before.restore()
+            rng.restore()
+            step = step._retry()
+        raise AssertionError("unreachable")
+
     def _resident_bytes(self, tensors: Sequence[torch.Tensor]) -> int:
         """What was alive before the step that a relative memory source
         cannot see."""
@@ -554,6 +641,9 @@ class PlannedModule(nn.Module, _Planning):
             anything runs, so the batch can be split (``split``,
             ``fit_batch``); ``"run"``, the step runs the safe plan over
             budget, warned about once.
+        retry_on_oom, max_oom_retries: a step run by ``run_step`` that
+            runs out of memory runs again under a safer plan, at most
+            ``max_oom_retries`` (2) times (``run_step`` says how).
     """
 
     def __init__(self, blocks: Blocks, **options: Any) -> None:
@@ -673,6 +763,14 @@ class _Runner:
             if self._group is not None:
                 self._sent.append((i, self._group))
         return out
+
+    def release(self) -> None:
+        """After a failed run: lets every copy out land and drops what
+        refers to host copies."""
+        if self.offloader is not None:
+            self.offloader.wait_copies_out()
+        self._sent.clear()
+        self.below = self._group = self.offloader = None
 
     def end_forward(self) -> None:
         """Backward begins once every copy out has landed (the memory
@@ -954,7 +1052,8 @@ class Step(_InPlaceRun):
     def __init__(self, owner: _Planning, features: List[float],
                  budget_bytes: int,
                  inputs: Sequence[torch.Tensor] = (),
-                 held_bytes: int = 0) -> None:
+                 held_bytes: int = 0,
+                 session: Optional[_core.StepSession] = None) -> None:
         self._owner = owner
         # The batch's tensors, alive before the step (apply's steps).
         self._inputs = list(inputs)
@@ -962,8 +1061,11 @@ class Step(_InPlaceRun):
         self.budget_bytes = budget_bytes
         # The one step lifecycle (client/step_lifecycle.h), as the C++
         # runtime runs it: reports what an unwound step left, then plans.
-        self._session: _core.StepSession = owner._step_lifecycle().begin(
-            features, budget_bytes, held_bytes)
+        self._held_bytes = held_bytes
+        self._session: _core.StepSession = session if session is not None \
+            else owner._step_lifecycle().begin(features, budget_bytes,
+                                               held_bytes)
+        self.retries = 0
         self.choice: _core.PlanChoice = self._session.choice
         self.actions: List[Action] = list(self.choice.actions)
         self._runner = _Runner(owner, self.actions,
@@ -1024,6 +1126,10 @@ class Step(_InPlaceRun):
         if self._misused:
             self._abandon()
             return
+        if exc_type is not None and issubclass(exc_type,
+                                               torch.OutOfMemoryError):
+            self._fail_out_of_memory()
+            return
         self._finish(unwinding=exc_type is not None)
 
     # -- forward ------------------------------------------------------------
@@ -1044,6 +1150,23 @@ class Step(_InPlaceRun):
         resident = owner._resident_bytes(tensors) \
             if memory is not None and not memory.absolute() else 0
         self._runner.sampler = self._session.start(resident)
+
+    def _fail_out_of_memory(self) -> None:
+        """Ends a step that ran out of memory: its copies to host in flight
+        land and are let go, and its outcome is reported now (so that a
+        retry's plan knows)."""
+        self._runner.release()
+        try:
+            self._session.fail_out_of_memory(self._runner.copy_wait_ns)
+        except Error as e:
+            self.error = e  # warned about once; training goes on
+
+    def _retry(self) -> "Step":
+        """A step for the same batch after this one ran out of memory
+        (StepLifecycle.retry)."""
+        session = self._owner._step_lifecycle().retry(self._session)
+        return Step(self._owner, self.features, self.budget_bytes,
+                    self._inputs, self._held_bytes, session)
 
     def _abandon(self) -> None:
         """Stops measuring a step that remat was misused in: nothing is
