@@ -65,42 +65,39 @@ class AutocastScope {
   AutocastState previous_;
 };
 
-// RNG states of the generators a block may draw from.
-struct RngState {
-  at::Tensor cpu;
-  // The input's device when it is an accelerator.
-  std::optional<c10::Device> device;
-  at::Tensor device_state;
+}  // namespace
 
-  static at::Tensor Get(at::Generator gen) {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    return gen.get_state();
-  }
-  static void Set(at::Generator gen, const at::Tensor& state) {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(state);
-  }
+at::Tensor RngState::Get(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
 
-  // The first defined input's device is the block's.
-  static RngState Capture(at::TensorList inputs) {
-    RngState s;
-    s.cpu = Get(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
-    auto first = std::find_if(inputs.begin(), inputs.end(),
-                              [](const at::Tensor& t) { return t.defined(); });
-    if (first != inputs.end() && !first->device().is_cpu()) {
-      s.device = first->device();
-      s.device_state = Get(at::globalContext().defaultGenerator(*s.device));
-    }
-    return s;
-  }
+void RngState::Set(at::Generator gen, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
 
-  void Restore() const {
-    Set(at::globalContext().defaultGenerator(c10::DeviceType::CPU), cpu);
-    if (device) {
-      Set(at::globalContext().defaultGenerator(*device), device_state);
-    }
+RngState RngState::Capture(at::TensorList inputs) {
+  RngState s;
+  s.cpu = Get(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
+  auto first = std::find_if(inputs.begin(), inputs.end(),
+                            [](const at::Tensor& t) { return t.defined(); });
+  if (first != inputs.end() && !first->device().is_cpu()) {
+    s.device = first->device();
+    s.device_state = Get(at::globalContext().defaultGenerator(*s.device));
   }
-};
+  return s;
+}
+
+void RngState::Restore() const {
+  Set(at::globalContext().defaultGenerator(c10::DeviceType::CPU), cpu);
+  if (device) {
+    Set(at::globalContext().defaultGenerator(*device), device_state);
+  }
+}
+
+namespace {
+
 
 // Everything backward needs besides the saved inputs. Held by the autograd
 // node (ctx->saved_data) as a capsule.

@@ -25,14 +25,33 @@
 #ifndef REMAT_CLIENT_CHECKPOINT_H_
 #define REMAT_CLIENT_CHECKPOINT_H_
 
+#include <optional>
 #include <vector>
 
 #include <ATen/Tensor.h>
+#include <ATen/core/Generator.h>
+#include <c10/core/Device.h>
 
 #include "client/block_function.h"
 #include "collector/block_observer.h"
 
 namespace remat {
+
+// RNG states of the generators a block (or a step) may draw from: the
+// CPU's, and that of the first defined tensor's device when it is an
+// accelerator.
+struct RngState {
+  at::Tensor cpu;
+  std::optional<c10::Device> device;
+  at::Tensor device_state;
+
+  static RngState Capture(at::TensorList tensors);
+  void Restore() const;
+
+ private:
+  static at::Tensor Get(at::Generator gen);
+  static void Set(at::Generator gen, const at::Tensor& state);
+};
 
 struct CheckpointOptions {
   // Save the RNG state of the CPU generator (and of the input's device

@@ -13,7 +13,9 @@
 #include <c10/util/Exception.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/checkpoint.h"
+#include "planner/units.h"
 
 namespace remat {
 
@@ -301,6 +303,71 @@ std::unique_ptr<PlannedModel::Step> PlannedModel::BeginStep(
         SmallestPeakBytes(session.status()).value_or(0));
   }
   return std::unique_ptr<Step>(new Step(this, *std::move(session)));
+}
+
+std::unique_ptr<PlannedModel::Step> PlannedModel::RunStep(
+    const Features& features, int64_t budget_bytes,
+    const std::function<void(Step&)>& run) {
+  std::unique_ptr<Step> step = BeginStep(features, budget_bytes);
+  if (!options_.retry_on_oom()) {
+    run(*step);
+    step->Finish().IgnoreError();  // the runtime warns; training goes on
+    return step;
+  }
+  // What a failed run must leave as it found it.
+  const std::vector<at::Tensor> params = model_->parameters();
+  std::vector<at::Tensor> grads_before;  // undefined: none
+  for (const at::Tensor& p : params) {
+    grads_before.push_back(p.grad().defined()
+                               ? p.grad().to(at::kCPU, /*non_blocking=*/false,
+                                             /*copy=*/true)
+                               : at::Tensor());
+  }
+  const RngState rng = RngState::Capture(params);
+  for (int retries = 0;; ++retries) {
+    try {
+      run(*step);
+      step->Finish().IgnoreError();
+      step->retries_ = retries;
+      return step;
+    } catch (const c10::OutOfMemoryError&) {
+      step->FailOutOfMemory();
+      if (retries == options_.max_oom_retries()) {
+        std::fprintf(stderr,
+                     "remat: the step for features [%s] ran out of memory "
+                     "under a budget of %s, %d times (max_oom_retries %d); "
+                     "raise the budget or split the batch\n",
+                     absl::StrJoin(features, ", ").c_str(),
+                     FormatBytes(budget_bytes).c_str(), retries + 1,
+                     options_.max_oom_retries());
+        throw;
+      }
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor p = params[i];
+      if (!grads_before[i].defined()) {
+        p.mutable_grad() = at::Tensor();
+      } else if (!p.grad().defined()) {
+        p.mutable_grad() = grads_before[i].to(p.device());
+      } else {
+        p.mutable_grad().copy_(grads_before[i]);
+      }
+    }
+    rng.Restore();
+    absl::StatusOr<std::unique_ptr<StepSession>> session =
+        lifecycle_.Retry(*step->session_);
+    if (!session.ok()) {
+      throw BudgetError(
+          absl::StrCat("RESOURCE_EXHAUSTED: ", session.status().message()),
+          SmallestPeakBytes(session.status()).value_or(0));
+    }
+    step.reset(new Step(this, *std::move(session)));
+  }
+}
+
+void PlannedModel::Step::FailOutOfMemory() {
+  owner_->model_->set_observer(nullptr);
+  session_->FailOutOfMemory(owner_->model_->last_copy_wait_ns()).IgnoreError();
 }
 
 PlannedModel::Step::Step(PlannedModel* owner,

@@ -39,6 +39,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -230,6 +231,10 @@ struct PlannedModelOptions {
   // The first steps whose COLLECT samples are not reported (>= 0;
   // StepLifecycleOptions::warmup_steps says why).
   TORCH_ARG(int, warmup_steps) = 1;
+  // A step run by RunStep that runs out of memory (c10::OutOfMemoryError)
+  // runs again under a safer plan, at most max_oom_retries times.
+  TORCH_ARG(bool, retry_on_oom) = true;
+  TORCH_ARG(int, max_oom_retries) = 2;
   // When no plan fits a batch (StepLifecycleOptions::over_budget):
   // BeginStep throws BudgetError (kRaise), or runs it over budget (kRun).
   TORCH_ARG(StepLifecycleOptions::OverBudget, over_budget) =
@@ -275,19 +280,39 @@ class PlannedModel {
     std::optional<int64_t> measured_peak_bytes() const {
       return session_->measured_peak_bytes();
     }
+    // How often RunStep ran this step's batch again before it ran through.
+    int retries() const { return retries_; }
 
    private:
     friend class PlannedModel;
     Step(PlannedModel* owner, std::unique_ptr<StepSession> session);
+    // Ends a run that threw c10::OutOfMemoryError: reported now
+    // (StepSession::FailOutOfMemory).
+    void FailOutOfMemory();
 
     PlannedModel* owner_;
     std::unique_ptr<StepSession> session_;
     const int uncaught_at_start_;
     torch::TensorOptions input_options_;  // where the link probe lives
+    int retries_ = 0;
   };
 
   std::unique_ptr<Step> BeginStep(const Features& features,
                                   int64_t budget_bytes);
+
+  // `run(step)` (the model's forward through step.forward, then backward)
+  // as one step, finished, and the step that ran through. With
+  // retry_on_oom (the default), a run that throws c10::OutOfMemoryError
+  // is not the end: what it held is freed as the exception leaves it
+  // (its graph, saved tensors, copies to host), its outcome is reported,
+  // the gradients from before it are put back (a host copy is kept of
+  // those that exist) and the RNG state it began with, and `run` runs
+  // again under a safer plan (StepLifecycle::Retry: the planner's next,
+  // else the safe plan with checkpoints sent to host), at most
+  // max_oom_retries times; then the error is rethrown. Throws BudgetError
+  // as BeginStep does.
+  std::unique_ptr<Step> RunStep(const Features& features, int64_t budget_bytes,
+                                const std::function<void(Step&)>& run);
 
   CheckpointedSequential& model() { return model_; }
   PlanChooser& chooser() { return chooser_; }

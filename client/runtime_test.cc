@@ -989,6 +989,140 @@ TEST_CASE("an out-of-memory step reports it, also when it unwinds",
   CHECK_FALSE(planner.outcomes[2].out_of_memory);
 }
 
+// MlpBlock that throws c10::OutOfMemoryError once: from the forward of its
+// `call`-th run ("forward"), or from the backward of its first
+// ("backward"); "none": never.
+struct FaultBlockImpl : torch::nn::Module {
+  FaultBlockImpl(std::string when, int call)
+      : mlp(register_module("mlp", MlpBlock(16, 64, 0.2))),
+        when(std::move(when)),
+        call(call) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    ++calls;
+    if (when == "forward" && calls == call) Fire();
+    torch::Tensor y = mlp(x);
+    if (when == "backward" && calls == 1 && y.requires_grad()) {
+      y.register_hook([this](torch::Tensor g) {
+        Fire();
+        return g;
+      });
+    }
+    return y;
+  }
+  void Fire() {
+    if (fired) return;
+    fired = true;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "injected: out of memory");
+  }
+  MlpBlock mlp;
+  std::string when;
+  int call;
+  int calls = 0;
+  bool fired = false;
+};
+TORCH_MODULE(FaultBlock);
+
+// MakeModel's model (the same weights), its block b1 a FaultBlock.
+CheckpointedSequential MakeFaultModel(const std::string& when, int call,
+                                      FaultBlock* fault) {
+  torch::manual_seed(7);
+  auto seq = CheckpointedSequential(
+      RuntimeOptions().model_name("mlp").feature_names({"batch"}));
+  seq->push_back("in", torch::nn::Linear(8, 16), /*checkpointable=*/false);
+  seq->push_back("b0", MlpBlock(16, 64, 0.2));
+  *fault = FaultBlock(when, call);
+  seq->push_back("b1", *fault);
+  seq->push_back("b2", MlpBlock(16, 64, 0.2));
+  seq->push_back("out", torch::nn::Linear(16, 4));
+  return seq;
+}
+
+TEST_CASE("a step out of memory runs again under a safer plan, as a clean "
+          "run would", "[runtime]") {
+  struct Case {
+    const char* name;
+    const char* when;
+    int call;
+    std::vector<Action> plan;
+    bool engine;
+  };
+  const Case cases[] = {
+      {"forward", "forward", 1, {K, K, K, K, K}, false},
+      {"backward", "backward", 1, {K, K, K, K, K}, false},
+      // b1 recomputed: its second run is the recompute, in backward.
+      {"recompute", "forward", 2, {K, K, R, K, K}, false},
+      // b0 offloaded over a slow link: its copy is in flight when b1 fails.
+      {"copies in flight", "forward", 1, {K, O, K, K, K}, true},
+  };
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      FaultBlock fault{nullptr}, never{nullptr};
+      CheckpointedSequential model = MakeFaultModel(c.when, c.call, &fault);
+      CheckpointedSequential clean = MakeFaultModel("none", 0, &never);
+      std::unique_ptr<kernels::CopyEngine> engine;
+      if (c.engine) {
+        kernels::CopyEngineOptions slow;
+        slow.link_bytes_per_s = 2e5;
+        engine = kernels::NewCpuCopyEngine(slow);
+        OffloadOptions options;
+        options.min_bytes = 0;
+        model->set_copy_engine(engine.get(), options);
+      }
+      FakePlanner planner;
+      planner.samples_needed = 0;
+      planner.actions = c.plan;  // answered again after the failure
+      CpuMemoryTracker memory;
+      PlannedModel planned(model, &planner, TestOptions().memory(&memory));
+      torch::manual_seed(99);
+      torch::Tensor x = torch::randn({5, 8});
+      torch::manual_seed(123);
+      torch::Tensor loss;
+      auto step = planned.RunStep({5}, 1 << 30, [&](PlannedModel::Step& s) {
+        loss = s.forward(x).pow(2).mean();
+        loss.backward();
+      });
+      CHECK(fault->fired);
+      CHECK(step->retries() == 1);
+      // The failed run reported, then the retry: the safe plan.
+      REQUIRE(planner.outcomes.size() == 2);
+      CHECK(planner.outcomes[0].out_of_memory);
+      CHECK(planner.outcomes[0].actions == c.plan);
+      CHECK(step->choice().source == PlanSource::kSafe);
+      CHECK_FALSE(planner.outcomes[1].out_of_memory);
+      if (engine != nullptr) CHECK(engine->stats().pending_copies == 0);
+
+      // The plain model (every plan computes the same, bit for bit).
+      torch::manual_seed(123);
+      torch::Tensor want =
+          clean->forward(x, std::vector<Action>(5, K)).pow(2).mean();
+      want.backward();
+      CHECK(torch::equal(loss.detach(), want.detach()));
+      const auto got = model->parameters();
+      const auto expected = clean->parameters();
+      REQUIRE(got.size() == expected.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        CHECK(torch::equal(got[i].grad(), expected[i].grad()));
+      }
+    }
+  }
+}
+
+TEST_CASE("past max_oom_retries the error is rethrown", "[runtime]") {
+  FaultBlock fault{nullptr};
+  CheckpointedSequential model = MakeFaultModel("forward", 1, &fault);
+  FakePlanner planner;
+  planner.samples_needed = 0;
+  PlannedModel planned(model, &planner, TestOptions().max_oom_retries(0));
+  torch::Tensor x = torch::randn({5, 8});
+  CHECK_THROWS_AS(planned.RunStep({5}, 1 << 30,
+                                  [&](PlannedModel::Step& s) {
+                                    s.forward(x).sum().backward();
+                                  }),
+                  c10::OutOfMemoryError);
+  REQUIRE(planner.outcomes.size() == 1);
+  CHECK(planner.outcomes[0].out_of_memory);
+}
+
 TEST_CASE("repeated collect steps of one shape report the same peak",
           "[runtime]") {
   // The step's loss outlives Finish, as in a trainer that prints it: the
