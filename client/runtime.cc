@@ -307,21 +307,26 @@ std::unique_ptr<PlannedModel::Step> PlannedModel::BeginStep(
 
 std::unique_ptr<PlannedModel::Step> PlannedModel::RunStep(
     const Features& features, int64_t budget_bytes,
-    const std::function<void(Step&)>& run) {
+    const std::function<void(Step&)>& run, bool accumulate) {
   std::unique_ptr<Step> step = BeginStep(features, budget_bytes);
   if (!options_.retry_on_oom()) {
     run(*step);
     step->Finish().IgnoreError();  // the runtime warns; training goes on
     return step;
   }
-  // What a failed run must leave as it found it.
+  // What a failed run must leave as it found it: the gradients (none,
+  // zeroed, or with accumulate a host copy) and the RNG state.
   const std::vector<at::Tensor> params = model_->parameters();
-  std::vector<at::Tensor> grads_before;  // undefined: none
+  std::vector<bool> had_grad;
+  std::vector<at::Tensor> grads_before;  // with accumulate
   for (const at::Tensor& p : params) {
-    grads_before.push_back(p.grad().defined()
-                               ? p.grad().to(at::kCPU, /*non_blocking=*/false,
-                                             /*copy=*/true)
-                               : at::Tensor());
+    had_grad.push_back(p.grad().defined());
+    if (accumulate && p.grad().defined()) {
+      grads_before.push_back(
+          p.grad().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true));
+    } else {
+      grads_before.emplace_back();
+    }
   }
   const RngState rng = RngState::Capture(params);
   for (int retries = 0;; ++retries) {
@@ -345,12 +350,16 @@ std::unique_ptr<PlannedModel::Step> PlannedModel::RunStep(
     }
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor p = params[i];
-      if (!grads_before[i].defined()) {
+      if (!had_grad[i]) {
         p.mutable_grad() = at::Tensor();
       } else if (!p.grad().defined()) {
-        p.mutable_grad() = grads_before[i].to(p.device());
-      } else {
+        p.mutable_grad() = grads_before[i].defined()
+                               ? grads_before[i].to(p.device())
+                               : at::zeros_like(p);
+      } else if (grads_before[i].defined()) {
         p.mutable_grad().copy_(grads_before[i]);
+      } else {
+        p.mutable_grad().zero_();
       }
     }
     rng.Restore();

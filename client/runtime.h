@@ -305,14 +305,17 @@ class PlannedModel {
   // retry_on_oom (the default), a run that throws c10::OutOfMemoryError
   // is not the end: what it held is freed as the exception leaves it
   // (its graph, saved tensors, copies to host), its outcome is reported,
-  // the gradients from before it are put back (a host copy is kept of
-  // those that exist) and the RNG state it began with, and `run` runs
-  // again under a safer plan (StepLifecycle::Retry: the planner's next,
-  // else the safe plan with checkpoints sent to host), at most
-  // max_oom_retries times; then the error is rethrown. Throws BudgetError
-  // as BeginStep does.
+  // the gradients are put back as they were before it and so is the RNG
+  // state, and `run` runs again under a safer plan (StepLifecycle::Retry:
+  // the planner's next, else the safe plan with checkpoints sent to
+  // host), at most max_oom_retries times; then the error is rethrown.
+  // `accumulate`: the step adds to gradients earlier micro-batches left,
+  // kept as a host copy to put back; otherwise the step starts from none
+  // or zeroed ones (zero_grad), and a failed run's are undone so. Throws
+  // BudgetError as BeginStep does.
   std::unique_ptr<Step> RunStep(const Features& features, int64_t budget_bytes,
-                                const std::function<void(Step&)>& run);
+                                const std::function<void(Step&)>& run,
+                                bool accumulate = false);
 
   CheckpointedSequential& model() { return model_; }
   PlanChooser& chooser() { return chooser_; }

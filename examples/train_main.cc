@@ -158,9 +158,10 @@ int main(int argc, char** argv) {
 
   // Summary: collecting steps apart from planned ones.
   std::vector<double> planned_ms, collect_ms;
-  int over = 0, recomputed = 0;
+  int over = 0, recomputed = 0, retried = 0;
   int64_t max_peak = 0;
   for (const auto& r : records) {
+    retried += r.retries > 0;
     (r.collect ? collect_ms : planned_ms).push_back(r.step_ms);
     if (!r.collect) recomputed += r.recomputed_blocks;
     over += r.over_budget();
@@ -176,7 +177,8 @@ int main(int argc, char** argv) {
       "\n%-10s %6s %10s %10s %18s\n"
       "%-10s %6zu %10.1f %10.1f %18s\n"
       "%-10s %6zu %10.1f %10.1f %18.2f\n\n"
-      "max measured peak %s of budget %s; steps over budget: %d\n"
+      "max measured peak %s of budget %s; steps over budget: %d; steps run "
+      "again after out of memory: %d\n"
       "loss: %.3f (mean of first %zu steps) -> %.3f (mean of last %zu)\n",
       "steps", "count", "mean ms", "p95 ms", "blocks recomputed",
       "collect", collect_ms.size(), Mean(collect_ms),
@@ -185,7 +187,7 @@ int main(int argc, char** argv) {
       Percentile(planned_ms, 0.95),
       planned_ms.empty() ? 0.0 : double(recomputed) / planned_ms.size(),
       remat::FormatBytes(max_peak).c_str(),
-      remat::FormatBytes(budget_bytes).c_str(), over, Mean(first), k,
+      remat::FormatBytes(budget_bytes).c_str(), over, retried, Mean(first), k,
       Mean(last), k);
   return over == 0 ? 0 : 3;
 }

@@ -183,45 +183,63 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
   const auto start = std::chrono::steady_clock::now();
   impl_->optimizer->zero_grad();
   PlannedModel& planned = *impl_->planned;
-  const Features features = impl_->demo->FeaturesOf(shape);
+  const int every = impl_->options.inject_oom_every;
+  bool inject = every > 0 && r.step % every == 0;
+  r.micro_batches = 0;
   // A batch no plan fits (or whose collect step the planner's estimate
   // puts over the budget) runs as micro-batches that fit: gradient
-  // accumulation. The batch is feature 0 of every demo model. The
-  // gradients exist before every step (Impl), so micro-batches after the
-  // first hold nothing a step does not.
-  std::vector<int64_t> rows = {shape.batch};
-  absl::StatusOr<BatchFit> fit = BatchFit();
-  if (impl_->options.split_batches) {
-    fit = planned.chooser().FitBatch(features, budget_bytes, 0);
-  }
-  if (fit.ok() && fit->micro_batches > 1) {
-    const int64_t k = fit->micro_batches;
-    rows.clear();
-    for (int64_t i = 0; i < k; ++i) {
-      rows.push_back(shape.batch / k + (i < shape.batch % k ? 1 : 0));
-    }
-  }
+  // accumulation. Each is sized from the rows left when it is drawn (one
+  // that collected tells the planner about the next). The batch is
+  // feature 0 of every demo model. The gradients exist before every step
+  // (Impl), so micro-batches after the first hold nothing a step does not.
   // (Planner unreachable: the step's own fallbacks. Not even one row
-  // fits: BeginStep throws BudgetError.)
-  r.micro_batches = static_cast<int>(rows.size());
-  r.plan_ms = MsSince(start);
-  for (int64_t n : rows) {
+  // fits: RunStep throws BudgetError.)
+  for (int64_t done = 0; done < shape.batch; ++r.micro_batches) {
     BatchShape part = shape;
-    part.batch = n;
-    const auto planning = std::chrono::steady_clock::now();
-    std::unique_ptr<PlannedModel::Step> step =
-        planned.BeginStep(impl_->demo->FeaturesOf(part), budget_bytes);
-    r.plan_ms += MsSince(planning);
+    part.batch = shape.batch - done;
+    const auto sizing = std::chrono::steady_clock::now();
+    if (impl_->options.split_batches) {
+      absl::StatusOr<BatchFit> fit = planned.chooser().FitBatch(
+          impl_->demo->FeaturesOf(part), budget_bytes, 0);
+      if (fit.ok() && fit->micro_batches > 1) {
+        part.batch = (part.batch + fit->micro_batches - 1) /
+                     fit->micro_batches;
+      }
+    }
+    r.plan_ms += MsSince(sizing);
+    const int64_t n = part.batch;
+    const bool accumulate = done > 0;
+    done += n;
     // Synthetic data: a micro-batch's rows are drawn as a batch of its own.
     const DemoBatch batch = impl_->Batch(part);
-    torch::Tensor loss = impl_->demo->Loss(
-        step->forward(batch.inputs, batch.side).at(0), batch.labels);
     const double weight =
         static_cast<double>(n) / static_cast<double>(shape.batch);
-    (loss * weight).backward();
-    const auto finish = std::chrono::steady_clock::now();
-    step->Finish().IgnoreError();  // the runtime warns; training goes on
-    r.plan_ms += MsSince(finish);
+    torch::Tensor loss;
+    // RunStep's time outside the runs is planning and reporting.
+    double run_ms = 0;
+    const auto running = std::chrono::steady_clock::now();
+    std::unique_ptr<PlannedModel::Step> step = planned.RunStep(
+        impl_->demo->FeaturesOf(part), budget_bytes,
+        [&](PlannedModel::Step& s) {
+          const auto start_run = std::chrono::steady_clock::now();
+          try {
+            loss = impl_->demo->Loss(
+                s.forward(batch.inputs, batch.side).at(0), batch.labels);
+            if (inject) {
+              inject = false;
+              TORCH_CHECK_WITH(OutOfMemoryError, false,
+                               "injected: out of memory (--inject-oom-every)");
+            }
+            (loss * weight).backward();
+          } catch (...) {
+            run_ms += MsSince(start_run);
+            throw;
+          }
+          run_ms += MsSince(start_run);
+        },
+        accumulate);
+    r.plan_ms += MsSince(running) - run_ms;
+    r.retries += step->retries();
     r.loss += weight * loss.item<double>();
     Record(step->choice(), &r);
     r.measured_peak_bytes = std::max(r.measured_peak_bytes,
@@ -309,6 +327,11 @@ std::string FormatStep(const StepRecord& r, int total_steps) {
   char wait[48] = "";
   if (r.copy_wait_ms >= 0.05) {
     std::snprintf(wait, sizeof wait, "  copy wait %.1f ms", r.copy_wait_ms);
+  }
+  if (r.retries > 0) {
+    const size_t used = std::strlen(wait);
+    std::snprintf(wait + used, sizeof wait - used, "  retried %d",
+                  r.retries);
   }
   std::snprintf(line, sizeof line,
                 "step %4d/%d  batch %2lld %s  %-13s recompute %2d/%-2d "

@@ -61,6 +61,10 @@ struct TrainerOptions {
   // False (benchmarks: every strategy runs the same batches): it runs
   // whole, over budget where need be, as the budget-blind strategies do.
   bool split_batches = false;
+  // Every this many steps (0: never), the step's first run throws
+  // c10::OutOfMemoryError after its forward, as an allocator out of
+  // memory would: the runtime runs it again (PlannedModel::RunStep).
+  int inject_oom_every = 0;
 };
 
 // What one training step did.
@@ -95,6 +99,8 @@ struct StepRecord {
   // accumulation); the peaks are the largest of theirs, the plan the
   // last one's.
   int micro_batches = 1;
+  // Runs that ran out of memory and ran again (over its micro-batches).
+  int retries = 0;
   bool over_budget() const { return measured_peak_bytes > budget_bytes; }
 };
 

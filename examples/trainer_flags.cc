@@ -67,6 +67,11 @@ void AddTrainerFlags(CLI::App* app, TrainerOptions* o) {
   app->add_flag("!--no-offload", o->offload,
                 "no copy engine (on a GPU too): plans only keep and "
                 "recompute");
+  app->add_option("--inject-oom-every", o->inject_oom_every,
+                  "every this many steps, the step's first run throws an "
+                  "out-of-memory error after its forward, and runs again "
+                  "(0: never)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 std::string FinishTrainerFlags(TrainerOptions* o) {

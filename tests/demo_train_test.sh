@@ -65,11 +65,17 @@ check_model_run() {
 
 # The decoder (blocks of several tensors: hidden state, with the causal and
 # padding masks as side inputs) against the same rematd: within budget,
-# planned, some steps recompute, the loss falls.
+# planned, some steps recompute, the loss falls; every 10th step runs out
+# of memory once (injected) and runs again, within the step.
 "$train" --planner "$address" --model decoder --steps 40 --depth 3 \
   --width 64 --heads 2 --ffn 128 --vocab 64 --max-seq 192 --median-seq 70 \
-  --budget-fraction 0.45 --seed 3 --threads 1 >"$dir/decoder.out" 2>&1
+  --budget-fraction 0.45 --seed 3 --threads 1 --inject-oom-every 10 \
+  >"$dir/decoder.out" 2>&1
 check_model_run decoder $? "$dir/decoder.out" "exact +recompute  [1-9]"
+grep -q "steps run again after out of memory: 4$" "$dir/decoder.out" ||
+  fail "decoder: not 4 steps run again: $(tail -3 "$dir/decoder.out")"
+[ "$(grep -c "retried 1$" "$dir/decoder.out")" -eq 4 ] ||
+  fail "decoder: not 4 step lines marked retried"
 grep -q "^remat demo: 3-layer decoder" "$dir/decoder.out" ||
   fail "decoder: not the decoder: $(head -2 "$dir/decoder.out")"
 

@@ -181,21 +181,29 @@ def _tensor_bytes(value: Any) -> int:
 
 class _GradState:
     """The modules' gradients before a step, to put back after a failed
-    run: none where there was none, else a host copy of it."""
+    run: none where there was none; with `accumulate` a host copy of each
+    that exists, else zeros (the step began after zero_grad)."""
 
-    def __init__(self, modules: Iterable[nn.Module]) -> None:
-        self.saved = [(p, None if p.grad is None else
-                       p.grad.detach().to("cpu", copy=True))
+    def __init__(self, modules: Iterable[nn.Module], accumulate: bool
+                 ) -> None:
+        self.saved = [(p, p.grad is not None,
+                       p.grad.detach().to("cpu", copy=True)
+                       if accumulate and p.grad is not None else None)
                       for p in _unique_parameters(modules)]
 
     def restore(self) -> None:
-        for p, grad in self.saved:
-            if grad is None:
+        for p, had, grad in self.saved:
+            if not had:
                 p.grad = None
+            elif grad is not None:
+                if p.grad is None:
+                    p.grad = grad.to(p.device)
+                else:
+                    p.grad.copy_(grad)
             elif p.grad is None:
-                p.grad = grad.to(p.device)
+                p.grad = torch.zeros_like(p)
             else:
-                p.grad.copy_(grad)
+                p.grad.zero_()
 
 
 class _RngState:
@@ -535,8 +543,10 @@ class _Planning:
         step whose forward or backward runs out of memory
         (``torch.OutOfMemoryError``) is not the end: what it held is
         freed (its activations, saved tensors and copies to host in
-        flight; the gradients it added: those that existed before it are
-        put back), its outcome is reported, and ``run()`` runs again on
+        flight; the gradients it added: with ``accumulate`` those of
+        earlier micro-batches are put back from a host copy, else the
+        step is taken to begin from none or zeroed ones, as after
+        ``zero_grad``), its outcome is reported, and ``run()`` runs again on
         the same RNG state under a safer plan (the planner's next, else
         the safe plan with checkpoints sent to host where a copy engine
         exists), at most ``max_oom_retries`` times; past them the error
@@ -548,7 +558,7 @@ class _Planning:
             with step:
                 run()
             return step
-        before = _GradState(self._grad_owners())
+        before = _GradState(self._grad_owners(), accumulate)
         rng = _RngState(self._grad_owners())
         for retries in range(self.max_oom_retries + 1):
             try:
