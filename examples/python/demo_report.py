@@ -52,6 +52,7 @@ class StepLog:
         self.records: List[tuple] = []  # (collect, ms, recomputed, peak,
         #                                  over, loss)
         self.baseline_ms: List[float] = []
+        self.retried = 0  # steps run again after out of memory
 
     def record(self, steps: Sequence["remat.torch.Step"], ms: float,
                loss: float, shape: str,
@@ -69,6 +70,8 @@ class StepLog:
                          for x in step.actions)
         offloaded = sum(x == remat.OFFLOAD for x in step.actions)
         offload = f"offload {offloaded} " if offloaded else ""
+        retries = sum(getattr(s, "retries", 0) for s in steps)
+        self.retried += retries > 0
         peak = max(s.measured_peak_bytes or 0 for s in steps)
         pred = max(s.choice.predicted_peak_bytes for s in steps)
         over = peak > self.budget
@@ -82,7 +85,8 @@ class StepLog:
               f"{format_bytes(pred) if pred else '-':>9s} pred / "
               f"{format_bytes(peak):>9s} meas / "
               f"{format_bytes(self.budget):>9s} budget  {ms:7.1f} ms  "
-              f"loss {loss:.3f}{'  OVER BUDGET' if over else ''}",
+              f"loss {loss:.3f}{'  OVER BUDGET' if over else ''}"
+              f"{f'  retried {retries}' if retries else ''}",
               flush=True)
 
     def run_step(self, train: Callable[[], tuple],
@@ -134,7 +138,8 @@ class StepLog:
               f"{mean([r[2] for r in planned]):18.2f}\n\n"
               f"max measured peak {format_bytes(max(r[3] for r in records))}"
               f" of budget {format_bytes(self.budget)}; steps over budget: "
-              f"{self.over_budget()}\n"
+              f"{self.over_budget()}; steps run again after out of memory: "
+              f"{self.retried}\n"
               f"loss: {first:.3f} (mean of first {k} steps) -> {last:.3f} "
               f"(mean of last {k})")
         if self.baseline_ms:

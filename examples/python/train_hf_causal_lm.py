@@ -40,6 +40,10 @@ def main(argv=None) -> int:
     p.add_argument("--planner", default="", help="rematd address; default: "
                    "the in-process planner")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--inject-oom-every", type=int, default=0,
+                   help="every this many steps, the step's first run raises "
+                   "an out-of-memory error after its forward, and runs "
+                   "again (0: never)")
     a = p.parse_args(argv)
     device = torch.device(a.device)
 
@@ -86,17 +90,28 @@ def main(argv=None) -> int:
                                          a.median_seq), 1):
         batch = batch_of(seq, n)
 
+        inject = [a.inject_oom_every > 0 and n % a.inject_oom_every == 0]
+
         def train():
-            # A batch no plan fits runs as micro-batches that do.
+            # A batch no plan fits runs as micro-batches that do; a run
+            # out of memory runs again (run_step).
             steps, loss = [], 0.0
             for mb in handle.split({"batch": a.batch, "seq": seq}, budget,
                                    batch):
-                with handle.step(mb.features, budget, inputs=mb.inputs,
-                                 accumulate=mb.accumulate) as step:
-                    part = model(**mb.inputs).loss * mb.weight
-                    part.backward()
-                steps.append(step)
-                loss += part.item()
+                part = []
+
+                def run():
+                    out = model(**mb.inputs).loss * mb.weight
+                    if inject[0]:  # as an allocator out of memory would
+                        inject[0] = False
+                        raise torch.OutOfMemoryError("injected")
+                    out.backward()
+                    part.append(out.item())
+
+                steps.append(handle.run_step(mb.features, budget, run,
+                                             inputs=mb.inputs,
+                                             accumulate=mb.accumulate))
+                loss += part[-1]
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             return steps, loss

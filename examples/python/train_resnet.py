@@ -111,12 +111,17 @@ def main(argv=None) -> int:
             steps, loss = [], 0.0
             for mb in handle.split({"batch": b, "height": h, "width": w},
                                    budget, (images, labels)):
-                with handle.step(mb.features, budget, inputs=mb.inputs[0],
-                                 accumulate=mb.accumulate) as step:
-                    part = loss_of(model, *mb.inputs) * mb.weight
-                    part.backward()
-                steps.append(step)
-                loss += part.item()
+                part = []
+
+                def run():
+                    out = loss_of(model, *mb.inputs) * mb.weight
+                    out.backward()
+                    part.append(out.item())
+
+                steps.append(handle.run_step(mb.features, budget, run,
+                                             inputs=mb.inputs[0],
+                                             accumulate=mb.accumulate))
+                loss += part[-1]
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             return steps, loss
