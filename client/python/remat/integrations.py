@@ -105,17 +105,20 @@ class RematTrainer(transformers.Trainer):
         # The optimizer exists from the first step on; its state counts.
         self.remat.optimizer = self.optimizer
         # A batch no plan fits runs as micro-batches that do (Applied.split),
-        # their losses weighted by their share of the rows.
+        # their losses weighted by their share of the rows; a run out of
+        # memory runs again (Applied.run_step).
         loss = None
+        parent = super()
         for mb in self.remat.split(self.features(inputs), self.budget_bytes,
                                    inputs):
             self._remat_weight = mb.weight
-            with self.remat.step(mb.features, self.budget_bytes,
-                                 inputs=mb.inputs,
-                                 accumulate=mb.accumulate) as step:
-                part = super().training_step(model, mb.inputs, *args,
-                                             **kwargs)
-            loss = part if loss is None else loss + part
+            parts = []
+            step = self.remat.run_step(
+                mb.features, self.budget_bytes,
+                lambda: parts.append(parent.training_step(
+                    model, mb.inputs, *args, **kwargs)),
+                inputs=mb.inputs, accumulate=mb.accumulate)
+            loss = parts[-1] if loss is None else loss + parts[-1]
             self.remat_steps.append(step)
         self._remat_weight = 1.0
         self.losses.append(float(loss))
