@@ -84,8 +84,8 @@ struct PlanResult {
   // COLLECT: the estimator cannot vouch for these features yet; run the
   // batch with every checkpointable block recomputed and report samples.
   // `plan` is then that safe plan (solver "collect"), its predicted peak
-  // and feasible flag from the untrusted estimate once the model has
-  // samples (0 and false before).
+  // and feasible flag from the untrusted estimate once the fit has the
+  // evidence to plan on in range (0 and false before).
   bool collect = false;
   std::string collect_reason;
   std::shared_ptr<const Plan> plan;  // never null on success

@@ -387,6 +387,7 @@ class FittedEstimator final : public Estimator {
       }
     }
     p.trusted = reasons.empty();
+    p.fit_trusted = Trusted();
     p.untrusted_reason = absl::StrJoin(reasons, "; ");
     return p;
   }

@@ -94,6 +94,9 @@ struct Prediction {
   // too few distinct samples, or a feature outside the observed range.
   bool trusted = false;
   std::string untrusted_reason;  // for people, empty when trusted
+  // The fit has the evidence to plan on: untrusted, if at all, only for
+  // this query (a feature outside the observed range, a limit).
+  bool fit_trusted = false;
 };
 
 // Fit quality of one block's retained-bytes model, for status pages.
