@@ -297,7 +297,9 @@ struct PlannerCore::Impl {
     PlanProblem problem;
     uint64_t generation = 0;
     bool no_samples = false;  // nothing to predict from: no problem either
-    bool fit_trusted = false;  // Prediction::fit_trusted
+    // The estimate says something of a collect step: from a fit with the
+    // evidence to plan on, or for features within what was measured.
+    bool informative = false;
   };
 
   // Predicts for `bucket` (call under m.mu). static_max plans for the
@@ -327,7 +329,7 @@ struct PlannerCore::Impl {
       e.result.collect = true;
       e.result.collect_reason = prediction->untrusted_reason;
     }
-    e.fit_trusted = prediction->fit_trusted;
+    e.informative = prediction->fit_trusted || prediction->in_range;
     const int64_t margin_bytes = static_cast<int64_t>(
         std::ceil(options.margin_fraction * r.budget_bytes));
     e.problem =
@@ -482,11 +484,12 @@ struct PlannerCore::Impl {
                               "may not fit the budget"
                             : ""),
           send);
-      if (e->fit_trusted) {
-        // Beyond what was measured the estimate is untrusted, but from a
-        // fit with evidence it is what the planner knows: a caller sizing
-        // batches (FitBatch) can tell a collect that would break the
-        // budget. (Before the fit has that evidence it says nothing.)
+      if (e->informative) {
+        // The estimate is untrusted, but from a fit with evidence, or for
+        // features within what was measured, it is what the planner knows:
+        // a caller sizing batches (FitBatch) can tell a collect that would
+        // break the budget. (An early fit's guess beyond what was measured
+        // says nothing.)
         Plan estimated = *result.plan;
         ScorePlan(e->problem, &estimated);
         result.plan = std::make_shared<Plan>(std::move(estimated));

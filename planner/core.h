@@ -84,8 +84,9 @@ struct PlanResult {
   // COLLECT: the estimator cannot vouch for these features yet; run the
   // batch with every checkpointable block recomputed and report samples.
   // `plan` is then that safe plan (solver "collect"), its predicted peak
-  // and feasible flag from the untrusted estimate once the fit has the
-  // evidence to plan on in range (0 and false before).
+  // and feasible flag from the untrusted estimate where it says something:
+  // from a fit with the evidence to plan on, or for features within the
+  // observed range (else 0 and false).
   bool collect = false;
   std::string collect_reason;
   std::shared_ptr<const Plan> plan;  // never null on success

@@ -380,6 +380,7 @@ class FittedEstimator final : public Estimator {
       const double lo = feature_min_[i] / factor;
       const double hi = feature_max_[i] * factor;
       if (features[i] < lo || features[i] > hi) {
+        p.in_range = false;
         reasons.push_back(absl::StrCat(
             "feature ", model_.feature_names[i], "=", features[i],
             " is outside the observed range [", feature_min_[i], ", ",

@@ -97,6 +97,9 @@ struct Prediction {
   // The fit has the evidence to plan on: untrusted, if at all, only for
   // this query (a feature outside the observed range, a limit).
   bool fit_trusted = false;
+  // Every feature is within the observed range (widened by
+  // extrapolation_factor).
+  bool in_range = true;
 };
 
 // Fit quality of one block's retained-bytes model, for status pages.
