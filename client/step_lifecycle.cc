@@ -155,14 +155,19 @@ absl::Status StepSession::Measure(int64_t copy_wait_ns, bool unwinding,
     } else {
       status = sample.status();
     }
-  } else if (memory != nullptr && sampler_ == nullptr) {
+  } else if (memory != nullptr && (sampler_ == nullptr || oom)) {
     peak_bytes_ = memory->absolute()
                       ? memory->peak_bytes()
                       : resident_bytes_ + memory->peak_bytes() - begin_bytes_;
   }
-  // An allocation failed: the step needed more than was there, at least
-  // the budget (Outcome::measured_peak_bytes is then a lower bound).
-  if (oom) peak_bytes_ = std::max(peak_bytes_.value_or(0), budget_bytes_);
+  // An allocation failed: the step needed more than it held when it did,
+  // so what was measured until then is a lower bound of its peak, and
+  // reported as one (0 without a memory source: counted, not calibrated).
+  // Not the budget: an error the plan did not cause (memory held outside
+  // the step, fragmentation, a fault injected) would otherwise raise
+  // calibration for every batch until nothing fits; the retry is made
+  // safer by Retry, not by calibration.
+  if (oom) peak_bytes_ = peak_bytes_.value_or(0);
   attachment_.reset();
   if ((!choice_.collect() || oom) && owner_->options_.report_outcomes &&
       peak_bytes_.has_value()) {

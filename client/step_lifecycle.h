@@ -158,7 +158,7 @@ class StepSession {
   void Unwind(int64_t copy_wait_ns);
   // Ends a step whose forward or backward ran out of memory, caught by the
   // runtime after it released what the step held: measures and reports
-  // the outcome now (out_of_memory set, a peak of at least the budget),
+  // the outcome now (out_of_memory set, the peak measured until then),
   // so that the planner's next plan (StepLifecycle::Retry) knows.
   absl::Status FailOutOfMemory(int64_t copy_wait_ns);
   // Ends a step the runtime refused: stops measuring, reports nothing.

@@ -13,6 +13,7 @@
 
 #include "client/planner.h"
 #include "client/remote_planner.h"
+#include "client/runtime.h"
 #include "examples/trainer.h"
 #include "examples/trainer_flags.h"
 #include "planner/units.h"
@@ -151,7 +152,14 @@ int main(int argc, char** argv) {
   remat::Workload workload(options.workload);
   std::vector<remat::StepRecord> records;
   for (int i = 0; i < steps; ++i) {
-    records.push_back(trainer.Step(workload.Next(), budget_bytes));
+    try {
+      records.push_back(trainer.Step(workload.Next(), budget_bytes));
+    } catch (const remat::BudgetError& e) {
+      // Even the safest plan's peak is over the budget (a retry after out
+      // of memory; or a batch not split, see --no-split).
+      std::fprintf(stderr, "step %d: %s\n", i + 1, e.what());
+      return 3;
+    }
     std::printf("%s\n", remat::FormatStep(records.back(), steps).c_str());
     std::fflush(stdout);
   }

@@ -106,8 +106,8 @@ struct Outcome {
   std::string model;
   Features features;
   std::vector<Action> actions;  // the plan the step ran
-  // The step's measured peak. After an out-of-memory error, the memory that
-  // was available (at least the budget): a lower bound on the true peak.
+  // The step's measured peak. After an out-of-memory error, what was
+  // measured until the failure: a lower bound on the true peak.
   int64_t measured_peak_bytes = 0;
   int64_t step_ns = 0;
   bool out_of_memory = false;
