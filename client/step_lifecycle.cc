@@ -156,9 +156,13 @@ absl::Status StepSession::Measure(int64_t copy_wait_ns, bool unwinding,
       status = sample.status();
     }
   } else if (memory != nullptr && (sampler_ == nullptr || oom)) {
-    peak_bytes_ = memory->absolute()
-                      ? memory->peak_bytes()
-                      : resident_bytes_ + memory->peak_bytes() - begin_bytes_;
+    auto counted = [&](int64_t bytes) {
+      return memory->absolute() ? bytes : resident_bytes_ + bytes - begin_bytes_;
+    };
+    peak_bytes_ = counted(memory->peak_bytes());
+    if (std::optional<int64_t> reserved = memory->reserved_peak_bytes()) {
+      reserved_bytes_ = counted(*reserved);
+    }
   }
   // An allocation failed: the step needed more than it held when it did,
   // so what was measured until then is a lower bound of its peak, and
@@ -177,6 +181,11 @@ absl::Status StepSession::Measure(int64_t copy_wait_ns, bool unwinding,
     o.actions = choice_.actions;
     // As the plan predicted it: without what the step held from before.
     o.measured_peak_bytes = std::max<int64_t>(0, *peak_bytes_ - held_bytes_);
+    // The planner keeps reserved over allocated free below later budgets.
+    if (reserved_bytes_ && o.measured_peak_bytes > 0) {
+      o.reserved_peak_bytes =
+          std::max(o.measured_peak_bytes, *reserved_bytes_ - held_bytes_);
+    }
     o.step_ns = step_ns;
     o.out_of_memory = oom;
     o.plan_source = choice_.source;

@@ -147,8 +147,9 @@ class StepSession {
   // Ends a step that ran through: measures, then reports the sample of a
   // COLLECT step (after a warm-up step: not) or the outcome of a planned
   // one. A step during which the memory source saw an allocation fail
-  // reports an outcome with out_of_memory set and a peak of at least the
-  // budget. `copy_wait_ns`: how long forward waited for copies its plan
+  // reports an outcome with out_of_memory set and the peak measured until
+  // then. With a memory source that sees the allocator's reserved bytes
+  // (CUDA), the outcome carries the reserved peak too. `copy_wait_ns`: how long forward waited for copies its plan
   // counted landed (PlanChoice::copies_out_landed). `probe`: times the
   // host link for the first COLLECT steps (null: never). Errors from the
   // planner are returned and warned about once; training goes on.
@@ -200,6 +201,9 @@ class StepSession {
   std::chrono::steady_clock::time_point start_;
   std::optional<Sample> sample_;
   std::optional<int64_t> peak_bytes_;
+  // The allocator's reserved peak, counted as peak_bytes_ is, when the
+  // memory source sees it.
+  std::optional<int64_t> reserved_bytes_;
 };
 
 }  // namespace remat

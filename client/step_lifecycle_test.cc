@@ -165,6 +165,21 @@ TEST_CASE("a planned step reports its outcome; an OOM one what it measured "
   CHECK(o.copy_wait_ns == 12);  // the plan sends copies
   CHECK(o.plan_source == PlanSource::kPlanner);
   CHECK(*step->measured_peak_bytes() == 1700);
+  CHECK_FALSE(o.reserved_peak_bytes.has_value());  // the source cannot tell
+
+  // A source that sees the allocator's reserved bytes: the outcome carries
+  // their peak, less what the step held from before (as the peak).
+  f.memory.Reserve(1000);
+  step = *f.lifecycle.Begin({4}, 4000, /*held_bytes=*/100);
+  step->Start(0);
+  f.memory.Allocate(700);
+  f.memory.Reserve(2100);
+  f.memory.Free(700);
+  f.memory.Reserve(1000);
+  REQUIRE(step->Finish(0).ok());
+  o = f.planner.outcomes.back();
+  CHECK(o.measured_peak_bytes == 1600);
+  CHECK(o.reserved_peak_bytes == 2000);
 
   step = *f.lifecycle.Begin({4}, 4000);
   step->Start(0);

@@ -29,6 +29,10 @@ int64_t CudaMemorySource::peak_bytes() const {
   return stats.allocated_bytes[kAggregate].peak;
 }
 
+std::optional<int64_t> CudaMemorySource::reserved_peak_bytes() const {
+  return alloc::getDeviceStats(device_).reserved_bytes[kAggregate].peak;
+}
+
 int64_t CudaMemorySource::out_of_memory_count() const {
   return alloc::getDeviceStats(device_).num_ooms;
 }

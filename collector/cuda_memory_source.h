@@ -22,6 +22,9 @@ class CudaMemorySource final : public MemorySource {
   int64_t current_bytes() const override;
   int64_t peak_bytes() const override;
   void reset_peak() override;
+  // The caching allocator's peak reserved bytes (segments it holds from
+  // the device, allocated or cached).
+  std::optional<int64_t> reserved_peak_bytes() const override;
   // Waits for the device (c10::cuda::device_synchronize).
   void Synchronize() override;
   int64_t out_of_memory_count() const override;

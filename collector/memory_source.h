@@ -7,8 +7,10 @@
 #ifndef REMAT_COLLECTOR_MEMORY_SOURCE_H_
 #define REMAT_COLLECTOR_MEMORY_SOURCE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 namespace remat {
 
@@ -28,8 +30,16 @@ class MemorySource {
   // The largest current_bytes() since the last reset_peak() (or since the
   // source was created).
   virtual int64_t peak_bytes() const = 0;
-  // Sets the peak to the current value.
+  // Sets the peak to the current value (reserved_peak_bytes' too).
   virtual void reset_peak() = 0;
+
+  // The most the device's allocator held since the last reset_peak():
+  // allocated bytes plus its cache's free blocks (CUDA: the caching
+  // allocator's reserved bytes), counted as current_bytes() is; nullopt
+  // when the source has no such figure (host memory).
+  virtual std::optional<int64_t> reserved_peak_bytes() const {
+    return std::nullopt;
+  }
 
   // True when current_bytes() counts everything alive on the device (the
   // CUDA allocator); false when it counts only what was allocated while the
@@ -68,9 +78,22 @@ class FakeMemorySource final : public MemorySource {
   }
   void Free(int64_t bytes) { Allocate(-bytes); }
 
+  // Sets what the allocator holds (allocated plus cache); from then on
+  // the source reports a reserved peak.
+  void Reserve(int64_t reserved_bytes) {
+    reserved_ = reserved_bytes;
+    reserved_peak_ = std::max(reserved_peak_.value_or(0), reserved_bytes);
+  }
+
   int64_t current_bytes() const override { return current_; }
   int64_t peak_bytes() const override { return peak_; }
-  void reset_peak() override { peak_ = current_; }
+  void reset_peak() override {
+    peak_ = current_;
+    reserved_peak_ = reserved_;
+  }
+  std::optional<int64_t> reserved_peak_bytes() const override {
+    return reserved_peak_;
+  }
   bool absolute() const override { return absolute_; }
   void Synchronize() override { ++synchronize_calls_; }
   int synchronize_calls() const { return synchronize_calls_; }
@@ -82,6 +105,8 @@ class FakeMemorySource final : public MemorySource {
   int64_t current_;
   int64_t peak_;
   bool absolute_;
+  std::optional<int64_t> reserved_;
+  std::optional<int64_t> reserved_peak_;
   int64_t ooms_ = 0;
   int synchronize_calls_ = 0;
 };

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "planner/exact_solver.h"
+#include "planner/reserved_margin.h"
 #include "planner/solver.h"
 #include "planner/units.h"
 
@@ -55,6 +56,15 @@ absl::Status ValidateOutcome(const ModelSpec& spec, const Outcome& outcome) {
     return absl::InvalidArgumentError(
         absl::StrCat("measured_peak_bytes: ", outcome.measured_peak_bytes,
                      " is outside [0, 2^60]"));
+  }
+  if (outcome.reserved_peak_bytes &&
+      (*outcome.reserved_peak_bytes < outcome.measured_peak_bytes ||
+       *outcome.reserved_peak_bytes > kMaxPeakBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reserved_peak_bytes: ", *outcome.reserved_peak_bytes,
+        " is outside [measured_peak_bytes = ", outcome.measured_peak_bytes,
+        ", 2^60]; give what the allocator held (allocated plus its cache) at "
+        "the step's peak, or leave it unset"));
   }
   if (outcome.step_ns < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -208,6 +218,7 @@ struct PlannerCore::Impl {
     uint64_t outcomes = 0;
     uint64_t out_of_memory = 0;
     uint64_t outcomes_quarantined = 0;
+    ReservedMargin reserved;  // under mu
     // Group commit, all under mu. Tickets count staged batches; every
     // batch up to fitted_ticket is in `estimator`.
     std::vector<StagedBatch> staged;
@@ -330,8 +341,10 @@ struct PlannerCore::Impl {
       e.result.collect_reason = prediction->untrusted_reason;
     }
     e.informative = prediction->fit_trusted || prediction->in_range;
-    const int64_t margin_bytes = static_cast<int64_t>(
-        std::ceil(options.margin_fraction * r.budget_bytes));
+    const int64_t margin_bytes =
+        static_cast<int64_t>(
+            std::ceil(options.margin_fraction * r.budget_bytes)) +
+        m.reserved.MarginBytes(r.budget_bytes);
     e.problem =
         MakePlanProblem(*m.spec, *prediction, r.budget_bytes, margin_bytes);
     if (options.host_link_bytes_per_s > 0) {
@@ -777,6 +790,13 @@ absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
   if (outcome.out_of_memory) ++m.out_of_memory;
   if (outlier) ++m.outcomes_quarantined;
   if (outcome.measured_peak_bytes == 0) return absl::OkStatus();
+  if (!outlier) {
+    // The same outcomes as calibration's window (and the log's, compacted).
+    const double ratio = m.reserved.ratio();
+    m.reserved.Report(outcome.features, outcome.measured_peak_bytes,
+                      outcome.reserved_peak_bytes);
+    if (m.reserved.ratio() != ratio) impl_->Invalidate(m);
+  }
   if (m.fitting) {
     m.peaks_while_fitting.push_back({outcome.features, outcome.actions,
                                      outcome.measured_peak_bytes, outlier});
@@ -822,6 +842,8 @@ absl::StatusOr<ModelState> PlannerCore::GetModelState(
   state.outcomes = m.outcomes;
   state.out_of_memory = m.out_of_memory;
   state.outcomes_quarantined = m.outcomes_quarantined;
+  state.reserved_ratio = m.reserved.ratio();
+  state.reserved_outcomes = m.reserved.reserved_outcomes();
   return state;
 }
 

@@ -116,6 +116,10 @@ struct Outcome {
   // Time the forward waited for copies to host the plan counts landed,
   // when the client measured it; only counted (metrics).
   std::optional<int64_t> copy_wait_ns;
+  // What the device's allocator held at the step's peak (allocated bytes
+  // plus its cache; >= measured_peak_bytes), when the client measured it
+  // (CUDA). Plans keep the ratio of the two free (ReservedMargin).
+  std::optional<int64_t> reserved_peak_bytes;
 };
 
 struct ModelState {
@@ -129,6 +133,10 @@ struct ModelState {
   // Outcomes whose peak was held as an outlier (Estimator::JudgePeak), not
   // calibrated with.
   uint64_t outcomes_quarantined = 0;
+  // Reserved over allocated bytes that plans keep free (ReservedMargin::
+  // ratio; 1: none), and how many recent outcomes carried a reserved figure.
+  double reserved_ratio = 1.0;
+  size_t reserved_outcomes = 0;
 };
 
 // Called by a mutating call once the whole request is valid, before

@@ -461,6 +461,43 @@ TEST_CASE("an out-of-memory step makes the next plan for its bucket safer") {
   CHECK(state->out_of_memory == 1);
 }
 
+TEST_CASE("plans keep free what the allocator reserves beyond allocated") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", Grid(spec)).ok());
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 11 / 10;
+  auto first = core.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(first.ok());
+  REQUIRE(first->plan->recompute_ns == 0);  // keeps everything
+  REQUIRE(first->plan->predicted_peak_bytes > budget * 4 / 5);
+  // Two batches whose allocator held 25% more than was allocated at the
+  // peak: plans now fit 80% of the budget.
+  const std::vector<Action> keep_all(spec.blocks.size(), Action::kKeep);
+  for (double seq : {200.0, 250.0}) {
+    Outcome o{"enc", {4, seq}, keep_all, KeepAllPeak(spec, 4, seq), 1000};
+    o.reserved_peak_bytes = o.measured_peak_bytes * 5 / 4;
+    REQUIRE(core.ReportOutcome(o).ok());
+  }
+  auto state = core.GetModelState("enc");
+  REQUIRE(state.ok());
+  CHECK(state->reserved_ratio == Approx(1.25).epsilon(1e-6));
+  CHECK(state->reserved_outcomes == 2);
+  auto second = core.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(second.ok());
+  CHECK_FALSE(second->from_cache);
+  CHECK(second->plan->feasible);
+  CHECK(second->plan->recompute_ns > 0);
+  CHECK(second->plan->predicted_peak_bytes <= budget * 4 / 5);
+
+  // Reserved below allocated is refused, naming the field.
+  Outcome bad{"enc", {4, 300}, keep_all, 1000, 1000};
+  bad.reserved_peak_bytes = 999;
+  auto refused = core.ReportOutcome(bad);
+  CHECK(absl::IsInvalidArgument(refused));
+  CHECK(std::string(refused.message()).find("reserved_peak_bytes") == 0);
+}
+
 TEST_CASE("static_max plans for the largest input seen") {
   PlannerCore core;
   const ModelSpec spec = Spec();

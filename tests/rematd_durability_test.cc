@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "client/remote_planner.h"
+#include "planner/estimator.h"
 #include "proto/health.grpc.pb.h"
 #include "tests/daemon_harness.h"
 
@@ -102,9 +103,12 @@ TEST_CASE("the log is compacted as it grows; nothing counted is lost") {
   for (int i = 0; i < kOutcomes; ++i) {
     Outcome o;
     o.model = "m";
-    o.features = {2, 128};
+    o.features = {2, 128.0 + i % 3};
     o.actions.assign(spec.blocks.size(), Action::kKeep);
     o.measured_peak_bytes = (int64_t{100} << 20) + i;
+    // The allocator held 5 to 25% more (in the last outcomes too, which
+    // compaction keeps): the reserved margin survives it.
+    o.reserved_peak_bytes = o.measured_peak_bytes / 20 * (21 + i % 5);
     o.step_ns = 1000;
     o.out_of_memory = i % 100 == 0;
     REQUIRE(planner.ReportOutcome(o).ok());
@@ -128,6 +132,9 @@ TEST_CASE("the log is compacted as it grows; nothing counted is lost") {
   CHECK(after->outcomes() == kOutcomes);
   CHECK(after->out_of_memory() == kOutcomes / 100);
   CHECK(after->num_samples() == before->num_samples());
+  CHECK(before->reserved_ratio() > 1.15);
+  CHECK(after->reserved_ratio() == before->reserved_ratio());
+  CHECK(after->reserved_outcomes() == kCalibrationWindow);
   auto plan_after = again.GetPlan({"m", {4, 256}, int64_t{1} << 40, "none"});
   REQUIRE(plan_after.ok());
   CHECK(plan_after->plan->predicted_peak_bytes ==

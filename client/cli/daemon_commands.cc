@@ -297,6 +297,13 @@ int RunModel(const CommonArgs& args, const std::string& name) {
                                         " out of memory, ",
                                         r.outcomes_quarantined(),
                                         " quarantined)")},
+              {"reserved margin",
+               r.reserved_outcomes() == 0
+                   ? std::string("none (no outcome reported reserved bytes)")
+                   : absl::StrFormat("x%.3f of allocated (%d outcomes "
+                                     "reported reserved bytes)",
+                                     r.reserved_ratio(),
+                                     r.reserved_outcomes())},
               {"plan cache",
                absl::StrCat(r.cache().hits(), " hits, ", r.cache().misses(),
                             " misses, ", r.cache().size(), " plans")}});

@@ -100,6 +100,10 @@ class PyMemorySource : public MemorySource {
   int64_t out_of_memory_count() const override {
     PYBIND11_OVERRIDE(int64_t, MemorySource, out_of_memory_count);
   }
+  std::optional<int64_t> reserved_peak_bytes() const override {
+    PYBIND11_OVERRIDE(std::optional<int64_t>, MemorySource,
+                      reserved_peak_bytes);
+  }
 };
 
 // A MemorySource::Attachment as a context manager; detach() (or leaving
@@ -187,7 +191,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("step_ns", &Outcome::step_ns)
       .def_readwrite("out_of_memory", &Outcome::out_of_memory)
       .def_readwrite("plan_source", &Outcome::plan_source)
-      .def_readwrite("copy_wait_ns", &Outcome::copy_wait_ns);
+      .def_readwrite("copy_wait_ns", &Outcome::copy_wait_ns)
+      .def_readwrite("reserved_peak_bytes", &Outcome::reserved_peak_bytes);
 
   py::class_<Plan, std::shared_ptr<Plan>>(m, "Plan")
       .def_readonly("actions", &Plan::actions)
@@ -296,7 +301,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("num_quarantined", &ModelState::num_quarantined)
       .def_readonly("outcomes", &ModelState::outcomes)
       .def_readonly("out_of_memory", &ModelState::out_of_memory)
-      .def_readonly("outcomes_quarantined", &ModelState::outcomes_quarantined);
+      .def_readonly("outcomes_quarantined", &ModelState::outcomes_quarantined)
+      .def_readonly("reserved_ratio", &ModelState::reserved_ratio)
+      .def_readonly("reserved_outcomes", &ModelState::reserved_outcomes);
 
   // A build without gRPC (bench/gpu_peers.sh compiles the module with the
   // compiler alone) plans in process only.
@@ -522,6 +529,7 @@ PYBIND11_MODULE(_core, m) {
       .def("absolute", &MemorySource::absolute)
       .def("synchronize", &MemorySource::Synchronize)
       .def("out_of_memory_count", &MemorySource::out_of_memory_count)
+      .def("reserved_peak_bytes", &MemorySource::reserved_peak_bytes)
       .def("attach", [](MemorySource& s) {
         return Attachment{s.Attach()};
       });

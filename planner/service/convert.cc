@@ -333,6 +333,9 @@ absl::StatusOr<Outcome> OutcomeFromProto(
   if (!source.ok()) return source.status();
   outcome.plan_source = *source;
   if (proto.has_copy_wait_ns()) outcome.copy_wait_ns = proto.copy_wait_ns();
+  if (proto.has_reserved_peak_bytes()) {
+    outcome.reserved_peak_bytes = proto.reserved_peak_bytes();
+  }
   return outcome;
 }
 
@@ -347,6 +350,9 @@ void OutcomeToProto(const ModelSpec& spec, const Outcome& outcome,
   proto->set_out_of_memory(outcome.out_of_memory);
   proto->set_plan_source(PlanSourceToProto(outcome.plan_source));
   if (outcome.copy_wait_ns) proto->set_copy_wait_ns(*outcome.copy_wait_ns);
+  if (outcome.reserved_peak_bytes) {
+    proto->set_reserved_peak_bytes(*outcome.reserved_peak_bytes);
+  }
 }
 
 void VerdictToProto(const SampleVerdict& verdict, v1::SampleVerdict* proto) {
@@ -395,6 +401,8 @@ void ModelStateToProto(const ModelState& state, const PlanCacheStats& cache,
   proto->set_outcomes(state.outcomes);
   proto->set_out_of_memory(state.out_of_memory);
   proto->set_outcomes_quarantined(state.outcomes_quarantined);
+  proto->set_reserved_ratio(state.reserved_ratio);
+  proto->set_reserved_outcomes(state.reserved_outcomes);
   v1::CacheStats* c = proto->mutable_cache();
   c->set_hits(cache.hits);
   c->set_misses(cache.misses);

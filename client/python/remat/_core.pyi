@@ -66,6 +66,7 @@ class Outcome:
     out_of_memory: bool
     plan_source: Optional[PlanSource]
     copy_wait_ns: Optional[int]
+    reserved_peak_bytes: Optional[int]
 
 
 class Plan:
@@ -105,6 +106,8 @@ class ModelState:
     outcomes: int
     out_of_memory: int
     outcomes_quarantined: int
+    reserved_ratio: float
+    reserved_outcomes: int
 
 
 class LocalPlanner(Planner):
@@ -211,6 +214,7 @@ class MemorySource:
     def absolute(self) -> bool: ...
     def synchronize(self) -> None: ...
     def out_of_memory_count(self) -> int: ...
+    def reserved_peak_bytes(self) -> Optional[int]: ...
     def attach(self) -> Attachment: ...
 
 
