@@ -89,6 +89,7 @@ TEST_CASE("remat subcommands against a real daemon") {
   REQUIRE_EXIT(r, 0);
   REQUIRE(Contains(r.out, "samples"));
   REQUIRE(Contains(r.out, "layer0"));
+  REQUIRE(Contains(r.out, "reserved margin  none"));
   r = Remat({"model", "bert", "--address", addr, "-o", "json"});
   REQUIRE_EXIT(r, 0);
   REQUIRE(nlohmann::json::parse(r.out)["num_samples"] ==
