@@ -129,8 +129,13 @@ int main(int argc, char** argv) {
               StrategyOptions(options, name), planner.get());
           std::shared_ptr<Planner> held = std::move(planner);
           return [&, name, trainer, held](const std::string& request) {
-            const StepRecord r =
+            StepRecord r =
                 trainer->Step(shapes[std::stoi(request)], budget_bytes);
+            // What the planner learned of the allocator's reserved bytes.
+            if (auto* local = dynamic_cast<LocalPlanner*>(held.get())) {
+              auto state = local->core().GetModelState(options.model_name);
+              if (state.ok()) r.reserved_ratio = state->reserved_ratio;
+            }
             if (verbose) {
               std::fprintf(stderr, "%-15s %s\n", name.c_str(),
                            FormatStep(r, steps).c_str());
@@ -168,7 +173,7 @@ int main(int argc, char** argv) {
   for (const Strategy& s : strategies) {
     std::vector<double> ms;
     double total_ms = 0, plan_ms = 0, collect_ms = 0;
-    int64_t max_peak = 0;
+    int64_t max_peak = 0, max_reserved = 0;
     int over = 0, over_planned = 0, collect = 0, recomputed = 0,
         offloaded = 0, checkpoints_sent = 0;
     Series time_series{s.name, {}}, peak_series{s.name, {}};
@@ -180,6 +185,7 @@ int main(int argc, char** argv) {
       total_ms += r.step_ms;
       plan_ms += r.plan_ms;
       max_peak = std::max(max_peak, r.measured_peak_bytes);
+      max_reserved = std::max(max_reserved, r.reserved_peak_bytes);
       over += r.over_budget();
       recomputed += r.recomputed_blocks;
       offloaded += r.offloaded_blocks;
@@ -218,6 +224,10 @@ int main(int argc, char** argv) {
           *std::max_element(round_ratios.begin(), round_ratios.end())}},
         {"max_peak_bytes", max_peak},
         {"budget_bytes", budget_bytes},
+        // The allocator's reserved peak over planned steps (0 on the CPU),
+        // and the reserved-over-allocated margin the planner learned.
+        {"max_reserved_peak_bytes", max_reserved},
+        {"reserved_ratio_learned", s.records.back().reserved_ratio},
         {"steps_over_budget", over},
         {"steps_over_budget_after_warmup", over_planned},
         {"plan_overhead_ms", plan_ms},

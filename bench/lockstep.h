@@ -99,6 +99,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, batch, seq, height,
                                    width, plan, collect, recomputed_blocks,
                                    offloaded_blocks, checkpoints_sent, blocks,
                                    actions, predicted_peak_bytes, measured_peak_bytes,
+                                   reserved_peak_bytes, reserved_ratio,
                                    budget_bytes, step_ms, plan_ms, loss)
 
 }  // namespace remat

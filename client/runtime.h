@@ -280,6 +280,10 @@ class PlannedModel {
     std::optional<int64_t> measured_peak_bytes() const {
       return session_->measured_peak_bytes();
     }
+    // The allocator's reserved peak (CUDA), after Finish of a planned step.
+    std::optional<int64_t> reserved_peak_bytes() const {
+      return session_->reserved_peak_bytes();
+    }
     // How often RunStep ran this step's batch again before it ran through.
     int retries() const { return retries_; }
 

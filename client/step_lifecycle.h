@@ -170,6 +170,9 @@ class StepSession {
   const std::optional<Sample>& sample() const { return sample_; }
   // The step's measured peak (needs a memory source), once finished.
   std::optional<int64_t> measured_peak_bytes() const { return peak_bytes_; }
+  // The allocator's reserved peak, counted as measured_peak_bytes, where
+  // the memory source sees it (CUDA), once a planned step finished.
+  std::optional<int64_t> reserved_peak_bytes() const { return reserved_bytes_; }
 
  private:
   friend class StepLifecycle;

@@ -277,8 +277,13 @@ TEST_CASE("CUDA allocator statistics track allocations", "[cuda]") {
   }
   CHECK(source.current_bytes() == start);
   CHECK(source.peak_bytes() - start == (1 << 20) * kFloat);
+  // The allocator reserved at least what was allocated, and keeps the
+  // freed block cached: reserved peak >= allocated peak, after reset too.
+  REQUIRE(source.reserved_peak_bytes().has_value());
+  CHECK(*source.reserved_peak_bytes() >= source.peak_bytes());
   source.reset_peak();
   CHECK(source.peak_bytes() == start);
+  CHECK(*source.reserved_peak_bytes() >= start + (1 << 20) * kFloat);
 #endif
 }
 

@@ -244,6 +244,8 @@ StepRecord Trainer::Step(const BatchShape& shape, int64_t budget_bytes) {
     Record(step->choice(), &r);
     r.measured_peak_bytes = std::max(r.measured_peak_bytes,
                                      step->measured_peak_bytes().value_or(0));
+    r.reserved_peak_bytes = std::max(r.reserved_peak_bytes,
+                                     step->reserved_peak_bytes().value_or(0));
     r.copy_wait_ms +=
         static_cast<double>(impl_->model->last_copy_wait_ns()) / 1e6;
   }

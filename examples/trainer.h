@@ -87,6 +87,12 @@ struct StepRecord {
   std::string actions;
   int64_t predicted_peak_bytes = 0;  // 0 when the plan has no prediction
   int64_t measured_peak_bytes = 0;
+  // The allocator's reserved peak (allocated plus its cache) of a planned
+  // step on a GPU; 0 where the memory source cannot tell.
+  int64_t reserved_peak_bytes = 0;
+  // Reserved over allocated that the planner keeps free below the budget
+  // after the step, where the strategy's planner says (1: none).
+  double reserved_ratio = 1;
   int64_t budget_bytes = 0;
   double step_ms = 0;  // forward + backward + optimizer, planning included
   double plan_ms = 0;  // choosing the plan and reporting results
