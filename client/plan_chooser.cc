@@ -125,7 +125,7 @@ PlanChoice PlanChooser::Fallback(const Key& key, absl::Status why) {
   PlanChoice choice;
   choice.bucket = key.first;
   choice.planner_status = std::move(why);
-  choice.smallest_peak_bytes = SmallestPeakBytes(choice.planner_status);
+  choice.smallest_peak_bytes = remat::SmallestPeakBytes(choice.planner_status);
   const Cached* good = last_good_.Get(key);
   if (good == nullptr) good = last_good_.Covering(key);
   if (good != nullptr) {
@@ -188,11 +188,18 @@ absl::StatusOr<BatchFit> PlanChooser::FitBatch(const Features& features,
         absl::StatusOr<PlanResult> r =
             planner_->GetPlan(Request(at, budget_bytes));
         if (r.ok()) return FitsOf(r->collect, *r->plan);
-        if (std::optional<int64_t> peak = SmallestPeakBytes(r.status())) {
+        if (std::optional<int64_t> peak = remat::SmallestPeakBytes(r.status())) {
           return FitProbe{false, *peak};
         }
         return r.status();
       });
+}
+
+std::optional<int64_t> PlanChooser::SmallestPeakBytes(
+    const Features& features) {
+  if (!ValidateFeatures(model_, features).ok()) return std::nullopt;
+  return remat::SmallestPeakBytes(
+      planner_->GetPlan(Request(features, /*budget_bytes=*/1)).status());
 }
 
 PlanChoice PlanChooser::Choose(const Features& features, int64_t budget_bytes) {

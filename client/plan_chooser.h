@@ -115,6 +115,11 @@ class PlanChooser {
                                     int64_t budget_bytes,
                                     size_t batch_feature);
 
+  // The least peak any plan reaches for these features, as the planner
+  // estimates it (asked with a budget no plan fits); nullopt when it cannot
+  // say (no trusted estimate yet, or unreachable). For error messages.
+  std::optional<int64_t> SmallestPeakBytes(const Features& features);
+
   // The planner's model changed (samples were reported): drop local plans
   // so the next batches ask again. Plans stay available as last good ones.
   void InvalidatePlans();

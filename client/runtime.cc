@@ -335,17 +335,20 @@ std::unique_ptr<PlannedModel::Step> PlannedModel::RunStep(
       step->Finish().IgnoreError();
       step->retries_ = retries;
       return step;
-    } catch (const c10::OutOfMemoryError&) {
+    } catch (const c10::OutOfMemoryError& e) {
       step->FailOutOfMemory();
       if (retries == options_.max_oom_retries()) {
-        std::fprintf(stderr,
-                     "remat: the step for features [%s] ran out of memory "
-                     "under a budget of %s, %d times (max_oom_retries %d); "
-                     "raise the budget or split the batch\n",
-                     absl::StrJoin(features, ", ").c_str(),
-                     FormatBytes(budget_bytes).c_str(), retries + 1,
-                     options_.max_oom_retries());
-        throw;
+        const std::optional<int64_t> least =
+            chooser_.SmallestPeakBytes(features);
+        TORCH_CHECK_WITH(
+            OutOfMemoryError, false, "remat: the step for features [",
+            absl::StrJoin(features, ", "), "] ran out of memory under a "
+            "budget of ", FormatBytes(budget_bytes), ", ", retries + 1,
+            " times (max_oom_retries ", options_.max_oom_retries(),
+            "); the smallest peak any plan reaches is ",
+            least ? FormatBytes(*least) : std::string("not known yet"),
+            "; raise the budget or split the batch: ",
+            e.what_without_backtrace());
       }
     }
     for (size_t i = 0; i < params.size(); ++i) {

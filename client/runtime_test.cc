@@ -681,6 +681,11 @@ class FakePlanner final : public Planner {
   absl::StatusOr<PlanResult> GetPlan(const PlanRequest& request) override {
     requests.push_back(request);
     if (!fail.ok()) return fail;
+    if (smallest_peak_bytes && request.budget_bytes < *smallest_peak_bytes) {
+      return WithSmallestPeakBytes(
+          absl::ResourceExhaustedError("budget_bytes: no plan fits"),
+          *smallest_peak_bytes);
+    }
     PlanResult result;
     result.bucket = {static_cast<int64_t>(request.features[0])};
     if (static_cast<int>(samples.size()) < samples_needed) {
@@ -709,6 +714,8 @@ class FakePlanner final : public Planner {
   }
 
   int samples_needed = 1;
+  // Set: requests under this budget are refused with it as the least peak.
+  std::optional<int64_t> smallest_peak_bytes;
   std::vector<Action> actions = {K, K, R, K, K};
   std::vector<int32_t> copies_out_landed;  // the plan's (empty: no waits)
   absl::Status fail;
@@ -1108,18 +1115,29 @@ TEST_CASE("a step out of memory runs again under a safer plan, as a clean "
   }
 }
 
-TEST_CASE("past max_oom_retries the error is rethrown", "[runtime]") {
+TEST_CASE("past max_oom_retries the error propagates, naming the batch",
+          "[runtime]") {
   FaultBlock fault{nullptr};
   CheckpointedSequential model = MakeFaultModel("forward", 1, &fault);
   FakePlanner planner;
   planner.samples_needed = 0;
+  planner.smallest_peak_bytes = 3 << 20;
   PlannedModel planned(model, &planner, TestOptions().max_oom_retries(0));
   torch::Tensor x = torch::randn({5, 8});
-  CHECK_THROWS_AS(planned.RunStep({5}, 1 << 30,
-                                  [&](PlannedModel::Step& s) {
-                                    s.forward(x).sum().backward();
-                                  }),
-                  c10::OutOfMemoryError);
+  std::string message;
+  try {
+    planned.RunStep({5}, 1 << 30, [&](PlannedModel::Step& s) {
+      s.forward(x).sum().backward();
+    });
+  } catch (const c10::OutOfMemoryError& e) {
+    message = e.what_without_backtrace();
+  }
+  // The features, the budget, the least peak any plan reaches, the cause.
+  for (const char* part : {"features [5]", "budget of 1.00 GiB",
+                           "smallest peak any plan reaches is 3.00 MiB",
+                           "injected: out of memory"}) {
+    CHECK_THAT(message, Catch::Contains(part));
+  }
   REQUIRE(planner.outcomes.size() == 1);
   CHECK(planner.outcomes[0].out_of_memory);
 }

@@ -399,6 +399,12 @@ PYBIND11_MODULE(_core, m) {
           py::arg("spec"), py::arg("actions"), py::arg("offload") = false,
           py::arg("offload_checkpoints") = false)
       .def(
+          "smallest_peak_bytes",
+          [](PlanChooser& c, const Features& features) {
+            return NoGil([&] { return c.SmallestPeakBytes(features); });
+          },
+          py::arg("features"))
+      .def(
           "fit_batch",
           [](PlanChooser& c, const Features& features, int64_t budget_bytes,
              size_t batch_feature) {

@@ -568,12 +568,17 @@ class _Planning:
                 return step
             except torch.OutOfMemoryError as e:
                 if retries == self.max_oom_retries:
+                    least = self.chooser.smallest_peak_bytes(
+                        self._feature_values(features))
+                    reach = "not known yet" if least is None else \
+                        f"{least} bytes"
                     raise torch.OutOfMemoryError(
                         f"remat: the step for features {dict(features)} ran "
                         f"out of memory under a budget of {int(budget_bytes)}"
                         f" bytes, {retries + 1} times (retries: "
-                        f"max_oom_retries={self.max_oom_retries}); raise the "
-                        f"budget or split the batch: {e}") from e
+                        f"max_oom_retries={self.max_oom_retries}); the "
+                        f"smallest peak any plan reaches is {reach}; raise "
+                        f"the budget or split the batch: {e}") from e
             # Past the except clause the exception and its frames, which
             # held the failed run's tensors, are gone.
             before.restore()
