@@ -1,0 +1,146 @@
+"""remat inside DistributedDataParallel: two ranks (gloo on the CPU, one
+process each, as torchrun starts them), each planning its own batch, keep
+parameters bit for bit those of plain DDP after every step, with dropout
+on, whatever plans the ranks run (different ones on each, OFFLOAD and
+RECOMPUTE_OFFLOAD among them), against a planner in each process or one
+rematd both ranks share."""
+
+import copy
+import os
+import tempfile
+import traceback
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import remat
+from remat.torch import apply, memory_source_for
+
+pytest.importorskip("transformers")
+from test_apply import K, O, R, RO, llama, text_batch  # noqa: E402
+
+WORLD = 2
+# Per step, per rank: the plan each rank runs (they differ on every step).
+MIXES = [
+    ([K, K, K], [R, R, R]),
+    ([O, O, O], [K, R, K]),
+    ([R, RO, RO], [O, K, R]),
+    ([RO, RO, RO], [K, K, K]),
+    ([K, O, R], [R, RO, O]),
+]
+PLANNED_STEPS = 14
+
+
+def same(model, plain):
+    return all(torch.equal(p, q) for p, q in
+               zip(model.parameters(), plain.parameters()))
+
+
+def train(rank, init_file, address, errors):
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method="file://" + init_file,
+                                rank=rank, world_size=WORLD)
+        torch.manual_seed(0)
+        model, blocks = llama()  # attention dropout on
+        plain = copy.deepcopy(model)
+        planner = remat.RemotePlanner(address) if address else None
+        handle = apply(blocks, model=model, name="ddp", planner=planner,
+                       feature_names=["batch", "seq"], offload_min_bytes=0,
+                       copy_engine=remat.CopyEngine("cpu"),
+                       memory=memory_source_for("cpu"))
+        ddp, ddp_plain = DDP(model), DDP(plain)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.5)
+        opt_plain = torch.optim.SGD(ddp_plain.parameters(), lr=0.5)
+
+        def step(k, batch, run_remat):
+            seed = 1000 * rank + k  # each rank its own dropout
+            torch.manual_seed(seed)
+            ddp_plain(**batch).loss.backward()
+            opt_plain.step()
+            opt_plain.zero_grad(set_to_none=True)
+            torch.manual_seed(seed)
+            result = run_remat(batch)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if not same(model, plain):
+                raise AssertionError(f"rank {rank}, step {k}: parameters "
+                                     "differ from plain DDP's")
+            return result
+
+        # Each rank a plan of its own, every kind of action among them.
+        for k, plans in enumerate(MIXES):
+            batch = text_batch(2, 12 + 7 * rank + k, k)
+
+            def forced(batch, actions=plans[rank]):
+                with handle.with_actions(actions):
+                    loss = ddp(**batch).loss
+                loss.backward()
+            step(k, batch, forced)
+
+        # Planned: each rank its own lengths, under a budget that makes
+        # long batches recompute; every planned step within it.
+        planned = over = 0
+        budget = None
+        for k in range(PLANNED_STEPS):
+            seq = [16, 40, 24, 64, 32, 56, 20][(k + 3 * rank) % 7]
+            batch = text_batch(2, seq, 100 + k)
+            features = {"batch": 2, "seq": seq}
+            if budget is None:
+                # 3/4 of the longest batch's peak with every block kept.
+                longest = text_batch(2, 64, 0)
+                budget = handle.measure_peak_bytes(
+                    lambda: model(**longest).loss.backward(),
+                    [K] * 3, inputs=longest) * 3 // 4
+                model.zero_grad(set_to_none=True)
+
+            def planned_step(batch, features=features):
+                with handle.step(features, budget, inputs=batch) as s:
+                    ddp(**batch).loss.backward()
+                return s
+            s = step(len(MIXES) + k, batch, planned_step)
+            if not s.collect:
+                planned += 1
+                over += s.measured_peak_bytes > budget
+        if planned < PLANNED_STEPS // 3 or over:
+            raise AssertionError(f"rank {rank}: {planned} steps planned, "
+                                 f"{over} over budget")
+        dist.destroy_process_group()
+    except BaseException:  # noqa: B902 - reported to the parent
+        errors.put(f"rank {rank}:\n{traceback.format_exc()}")
+        raise
+
+
+def run_ranks(address=""):
+    ctx = mp.get_context("spawn")
+    errors = ctx.SimpleQueue()
+    with tempfile.TemporaryDirectory(prefix="remat-ddp") as d:
+        init_file = os.path.join(d, "init")
+        procs = [ctx.Process(target=train,
+                             args=(rank, init_file, address, errors))
+                 for rank in range(WORLD)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=300)
+        hung = [p for p in procs if p.is_alive()]
+        for p in hung:
+            p.kill()
+        failures = []
+        while not errors.empty():
+            failures.append(errors.get())
+        assert not hung, f"{len(hung)} ranks hung"
+        assert not failures, "\n".join(failures)
+        assert all(p.exitcode == 0 for p in procs), \
+            [p.exitcode for p in procs]
+
+
+def test_ddp_ranks_with_their_own_planners_match_plain_ddp():
+    run_ranks()
+
+
+def test_ddp_ranks_sharing_one_rematd_match_plain_ddp(rematd):
+    run_ranks(rematd.address)
