@@ -153,6 +153,8 @@ def _resident(modules: Iterable[nn.Module], tensors: Iterable[Any]) -> int:
         nonlocal total
         if not isinstance(t, torch.Tensor):
             return
+        if hasattr(t, "to_local"):  # a DTensor (FSDP2): this rank's shard
+            t = t.to_local()
         storage = t.untyped_storage()
         key = (storage.data_ptr(), t.device)
         if storage.nbytes() == 0 or key in seen:

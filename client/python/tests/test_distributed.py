@@ -1,9 +1,13 @@
-"""remat inside DistributedDataParallel: two ranks (gloo on the CPU, one
-process each, as torchrun starts them), each planning its own batch, keep
-parameters bit for bit those of plain DDP after every step, with dropout
+"""remat inside torch.distributed jobs: two ranks (gloo on the CPU, one
+process each, as torchrun starts them), the model under
+DistributedDataParallel or with each block and the model sharded by FSDP2
+(fully_shard), each rank planning its own batch. Parameters stay bit for
+bit those of the same job without remat after every step, with dropout
 on, whatever plans the ranks run (different ones on each, OFFLOAD and
-RECOMPUTE_OFFLOAD among them), against a planner in each process or one
-rematd both ranks share."""
+RECOMPUTE_OFFLOAD among them), and every planned step is within budget as
+measured (under FSDP2 that counts the blocks' gathered parameters, again
+in a recompute), against a planner in each process or one rematd both
+ranks share."""
 
 import copy
 import os
@@ -14,6 +18,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import remat
@@ -34,12 +39,27 @@ MIXES = [
 PLANNED_STEPS = 14
 
 
+def local(p):
+    """A rank's part of a parameter: its shard under FSDP2."""
+    return p.to_local() if hasattr(p, "to_local") else p
+
+
 def same(model, plain):
-    return all(torch.equal(p, q) for p, q in
+    return all(torch.equal(local(p), local(q)) for p, q in
                zip(model.parameters(), plain.parameters()))
 
 
-def train(rank, init_file, address, errors):
+def distribute(model, blocks, how):
+    """The model as the job runs it: under DDP, or each block and then the
+    whole sharded by FSDP2."""
+    if how == "ddp":
+        return DDP(model)
+    for block in blocks:
+        fully_shard(block)
+    return fully_shard(model)
+
+
+def train(rank, init_file, address, how, errors):
     try:
         torch.set_num_threads(1)
         dist.init_process_group("gloo", init_method="file://" + init_file,
@@ -52,7 +72,8 @@ def train(rank, init_file, address, errors):
                        feature_names=["batch", "seq"], offload_min_bytes=0,
                        copy_engine=remat.CopyEngine("cpu"),
                        memory=memory_source_for("cpu"))
-        ddp, ddp_plain = DDP(model), DDP(plain)
+        ddp = distribute(model, blocks, how)
+        ddp_plain = distribute(plain, plain.model.layers, how)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.5)
         opt_plain = torch.optim.SGD(ddp_plain.parameters(), lr=0.5)
 
@@ -68,7 +89,7 @@ def train(rank, init_file, address, errors):
             opt.zero_grad(set_to_none=True)
             if not same(model, plain):
                 raise AssertionError(f"rank {rank}, step {k}: parameters "
-                                     "differ from plain DDP's")
+                                     f"differ from plain {how}'s")
             return result
 
         # Each rank a plan of its own, every kind of action among them.
@@ -114,13 +135,13 @@ def train(rank, init_file, address, errors):
         raise
 
 
-def run_ranks(address=""):
+def run_ranks(how, address=""):
     ctx = mp.get_context("spawn")
     errors = ctx.SimpleQueue()
     with tempfile.TemporaryDirectory(prefix="remat-ddp") as d:
         init_file = os.path.join(d, "init")
         procs = [ctx.Process(target=train,
-                             args=(rank, init_file, address, errors))
+                             args=(rank, init_file, address, how, errors))
                  for rank in range(WORLD)]
         for p in procs:
             p.start()
@@ -138,9 +159,11 @@ def run_ranks(address=""):
             [p.exitcode for p in procs]
 
 
-def test_ddp_ranks_with_their_own_planners_match_plain_ddp():
-    run_ranks()
+@pytest.mark.parametrize("how", ["ddp", "fsdp2"])
+def test_ranks_with_their_own_planners_match_the_job_without_remat(how):
+    run_ranks(how)
 
 
-def test_ddp_ranks_sharing_one_rematd_match_plain_ddp(rematd):
-    run_ranks(rematd.address)
+@pytest.mark.parametrize("how", ["ddp", "fsdp2"])
+def test_ranks_sharing_one_rematd_match_the_job_without_remat(how, rematd):
+    run_ranks(how, rematd.address)
