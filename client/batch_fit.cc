@@ -36,7 +36,9 @@ absl::StatusOr<BatchFit> FitBatch(const Features& features,
   const int64_t rows = static_cast<int64_t>(batch);
   absl::StatusOr<FitProbe> whole = ask(rows);
   if (!whole.ok()) return whole.status();
-  if (whole->fits) {
+  // A batch of one that the planner cannot vouch for runs: it collects
+  // under the least-memory plan, and nothing smaller could run instead.
+  if (whole->fits || (rows == 1 && !whole->vouched)) {
     fit.max_batch = rows;
     fit.micro_batches = 1;
     return fit;

@@ -58,7 +58,8 @@ FitProbe FitsOf(bool collect, const Plan& plan);
 // fewer rows than the batch's counts as fitting whatever its estimate
 // says: an estimate the planner cannot vouch for says little of how
 // memory scales with rows (never, when every sample had the same batch),
-// and the smaller step measures it. INVALID_ARGUMENT for a bad index or
+// and the smaller step measures it; so does a batch of one row (nothing
+// smaller could run in its place). INVALID_ARGUMENT for a bad index or
 // batch value; a probe's error is returned as it is.
 absl::StatusOr<BatchFit> FitBatch(const Features& features,
                                   size_t batch_feature,

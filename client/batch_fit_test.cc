@@ -66,6 +66,11 @@ TEST_CASE("a COLLECT for fewer rows fits whatever its estimate says") {
   REQUIRE(fit.ok());
   CHECK(fit->max_batch == 7);
   CHECK(fit->micro_batches == 2);
+  // The same for a batch of one: it runs, and collects.
+  fit = FitBatch({1, 717}, 0, probe);
+  REQUIRE(fit.ok());
+  CHECK(fit->max_batch == 1);
+  CHECK(fit->micro_batches == 1);
   // A vouched answer is taken as it is.
   Plan over;
   over.predicted_peak_bytes = 5000;

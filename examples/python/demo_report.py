@@ -46,9 +46,11 @@ class StepLog:
     """Records each step under remat (and, when given, the baseline's time
     for the same batch) and prints the demo's lines."""
 
-    def __init__(self, steps: int, budget_bytes: int) -> None:
+    def __init__(self, steps: int, budget_bytes: int,
+                 quiet: bool = False) -> None:
         self.steps = steps
         self.budget = budget_bytes
+        self.quiet = quiet  # records, prints no step lines
         self.records: List[tuple] = []  # (collect, ms, recomputed, peak,
         #                                  over, loss)
         self.baseline_ms: List[float] = []
@@ -80,6 +82,8 @@ class StepLog:
         if baseline_ms is not None:
             self.baseline_ms.append(baseline_ms)
         n = len(self.records)
+        if self.quiet:
+            return
         print(f"step {n:4d}/{self.steps}  {shape}  {plan:<13s} recompute "
               f"{recomputed:2d}/{len(step.actions):<2d} {offload}peak "
               f"{format_bytes(pred) if pred else '-':>9s} pred / "

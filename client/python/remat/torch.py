@@ -479,8 +479,31 @@ class _Planning:
         return self.chooser.fit_batch(values, int(budget_bytes),
                                       self.feature_names.index(batch))
 
+    def micro_batches(self, features: Mapping[str, float], budget_bytes: int,
+                      batch: str = "batch") -> int:
+        """How many micro-batches ``split`` starts this batch in, as the
+        profile stands: 1 when it fits whole, else as many as fit beside
+        the gradients accumulation holds; 0 when not even one row does.
+        Ranks that must run as many forwards as each other (each forward of
+        an FSDP2 model gathers parameters from every rank) agree on the
+        largest of theirs and pass it to ``split(micro_batches=...)``."""
+        whole = self.fit_batch(features, budget_bytes, batch)
+        if whole.micro_batches == 1:
+            return 1
+        held = self._accumulated_bytes()
+        if held >= budget_bytes:
+            return 0
+        return self.fit_batch(features, budget_bytes - held,
+                              batch).micro_batches
+
+    def _accumulated_bytes(self) -> int:
+        """The gradients that micro-batches after the first hold."""
+        return sum(p.numel() * p.element_size() for p in
+                   _unique_parameters(self._grad_owners()) if p.requires_grad)
+
     def split(self, features: Mapping[str, float], budget_bytes: int,
-              inputs: Any, batch: str = "batch") -> Iterator["MicroBatch"]:
+              inputs: Any, batch: str = "batch",
+              micro_batches: Optional[int] = None) -> Iterator["MicroBatch"]:
         """The batch as micro-batches that each fit ``budget_bytes``
         (``fit_batch``), for gradient accumulation, one ``MicroBatch``
         each: its features; its inputs, a slice of the rows of ``inputs``
@@ -502,15 +525,36 @@ class _Planning:
         accumulation leaves, and each is sized when it is drawn, from the
         rows left: a micro-batch that collected tells the planner about
         the next. Raises remat.BudgetError (when it is drawn) where not
-        even one row fits."""
+        even one row fits.
+
+        With ``micro_batches``: exactly that many (at most the rows), as
+        even as can be, whatever fits: for ranks that agreed on it
+        (``micro_batches()``)."""
         whole = self.fit_batch(features, budget_bytes, batch)  # checks
         rows = int(features[batch])
-        held = sum(p.numel() * p.element_size() for p in
-                   _unique_parameters(self._grad_owners()) if p.requires_grad)
+        held = self._accumulated_bytes()
+        if micro_batches is not None and int(micro_batches) < 1:
+            raise ValueError(f"micro_batches: {micro_batches} is not a "
+                             "number of micro-batches >= 1")
+
+        def even(parts: int) -> Iterator[MicroBatch]:
+            if parts == 1:  # the batch itself
+                yield MicroBatch(dict(features), inputs, 1.0, False)
+                return
+            start = 0
+            for i in range(parts):
+                n = rows // parts + (i < rows % parts)
+                yield MicroBatch({**features, batch: n},
+                                 _rows(inputs, start, start + n, rows),
+                                 n / rows, start > 0)
+                start += n
 
         def draw() -> Iterator[MicroBatch]:
+            if micro_batches is not None:
+                yield from even(min(int(micro_batches), rows))
+                return
             if whole.micro_batches == 1:
-                yield MicroBatch(dict(features), inputs, 1.0, False)
+                yield from even(1)
                 return
             start = 0
             while start < rows:

@@ -423,8 +423,18 @@ def test_a_batch_no_plan_fits_is_refused_before_it_runs_or_split():
     fit = handle.fit_batch(features, budget - grads)
     assert fit.max_batch >= 2
     assert fit.micro_batches == 2
+    assert handle.micro_batches(features, budget) == 2
     parts = list(handle.split(features, budget, batch))
     assert [p.features for p in parts] == [{"batch": 2, "seq": 96}] * 2
+    # As many as ranks agreed on, as even as can be.
+    agreed = list(handle.split(features, budget, batch, micro_batches=3))
+    assert [p.features["batch"] for p in agreed] == [2, 1, 1]
+    assert [p.weight for p in agreed] == [0.5, 0.25, 0.25]
+    assert [p.accumulate for p in agreed] == [False, True, True]
+    assert torch.equal(torch.cat([p.inputs["input_ids"] for p in agreed]),
+                       batch["input_ids"])
+    with pytest.raises(ValueError, match="micro_batches"):
+        handle.split(features, budget, batch, micro_batches=0)
     assert [p.weight for p in parts] == [0.5, 0.5]
     assert [p.accumulate for p in parts] == [False, True]
     for mb in parts:
