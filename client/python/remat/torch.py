@@ -145,6 +145,14 @@ def peak_bytes_of(run: Callable[[], Any], memory: _core.MemorySource,
         return resident + memory.peak_bytes() - begin
 
 
+def _ranks() -> int:
+    """The ranks of the torch.distributed job this process is in (1: none)."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return 1
+
+
 def _resident(modules: Iterable[nn.Module], tensors: Iterable[Any]) -> int:
     seen = set()
     total = 0
@@ -597,10 +605,14 @@ class _Planning:
         the safe plan with checkpoints sent to host where a copy engine
         exists), at most ``max_oom_retries`` times; past them the error
         propagates, naming the features and the budget. ``Step.retries``
-        says how often it ran again. (A ``with`` block cannot run its
+        says how often it ran again. In a job of several ranks
+        (``torch.distributed`` initialized with a world size above 1) it
+        does not run again: one rank repeating forward and backward would
+        leave the collectives the others already ran unmatched, a hang
+        instead of an error. (A ``with`` block cannot run its
         body twice: retries need ``run_step``.)"""
         step = self._new_step(features, budget_bytes, inputs, accumulate)
-        if not self.retry_on_oom:
+        if not self.retry_on_oom or _ranks() > 1:
             with step:
                 run()
             return step

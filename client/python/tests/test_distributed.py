@@ -129,6 +129,21 @@ def train(rank, init_file, address, how, errors):
         if planned < PLANNED_STEPS // 3 or over:
             raise AssertionError(f"rank {rank}: {planned} steps planned, "
                                  f"{over} over budget")
+
+        # Out of memory in one rank is not run again there (the others'
+        # collectives would wait for it): it propagates.
+        calls = []
+
+        def out_of_memory():
+            calls.append(1)
+            raise torch.OutOfMemoryError("injected")
+        try:
+            handle.run_step({"batch": 2, "seq": 16}, budget, out_of_memory)
+            raise AssertionError("run_step swallowed the error")
+        except torch.OutOfMemoryError:
+            pass
+        if len(calls) != 1:
+            raise AssertionError(f"rank {rank}: run {len(calls)} times")
         dist.destroy_process_group()
     except BaseException:  # noqa: B902 - reported to the parent
         errors.put(f"rank {rank}:\n{traceback.format_exc()}")
