@@ -7,7 +7,8 @@ on, whatever plans the ranks run (different ones on each, OFFLOAD and
 RECOMPUTE_OFFLOAD among them), and every planned step is within budget as
 measured (under FSDP2 that counts the blocks' gathered parameters, again
 in a recompute), against a planner in each process or one rematd both
-ranks share."""
+ranks share. With one rematd, a rank plans from what another rank of the
+job collected, without collecting itself."""
 
 import copy
 import os
@@ -150,12 +151,55 @@ def train(rank, init_file, address, how, errors):
         raise
 
 
-def run_ranks(how, address=""):
+def second_rank_plans_from_the_first(rank, init_file, address, how, errors):
+    """Rank 0 trains until it plans, while rank 1 waits; then rank 1 runs
+    batches within what rank 0 measured: every one planned, none
+    collected."""
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method="file://" + init_file,
+                                rank=rank, world_size=WORLD)
+        torch.manual_seed(0)
+        model, blocks = llama()
+        handle = apply(blocks, model=model, name="job",
+                       planner=remat.RemotePlanner(address),
+                       feature_names=["batch", "seq"],
+                       memory=memory_source_for("cpu"))
+        budget = 1 << 40
+        if rank == 0:
+            for k in range(30):
+                seq = [16, 64, 24, 48, 32, 56, 40][k % 7]
+                batch = text_batch(2, seq, k)
+                with handle.step({"batch": 2, "seq": seq}, budget,
+                                 inputs=batch) as s:
+                    model(**batch).loss.backward()
+                model.zero_grad(set_to_none=True)
+                if not s.collect:
+                    break
+            else:
+                raise AssertionError("rank 0 never planned")
+        dist.barrier()
+        if rank == 1:
+            for k, seq in enumerate([20, 60, 36, 52, 28]):
+                batch = text_batch(2, seq, k)
+                with handle.step({"batch": 2, "seq": seq}, budget,
+                                 inputs=batch) as s:
+                    model(**batch).loss.backward()
+                model.zero_grad(set_to_none=True)
+                if s.collect:
+                    raise AssertionError(f"rank 1 collected at seq {seq}")
+        dist.destroy_process_group()
+    except BaseException:  # noqa: B902 - reported to the parent
+        errors.put(f"rank {rank}:\n{traceback.format_exc()}")
+        raise
+
+
+def run_ranks(how, address="", target=train):
     ctx = mp.get_context("spawn")
     errors = ctx.SimpleQueue()
     with tempfile.TemporaryDirectory(prefix="remat-ddp") as d:
         init_file = os.path.join(d, "init")
-        procs = [ctx.Process(target=train,
+        procs = [ctx.Process(target=target,
                              args=(rank, init_file, address, how, errors))
                  for rank in range(WORLD)]
         for p in procs:
@@ -182,3 +226,7 @@ def test_ranks_with_their_own_planners_match_the_job_without_remat(how):
 @pytest.mark.parametrize("how", ["ddp", "fsdp2"])
 def test_ranks_sharing_one_rematd_match_the_job_without_remat(how, rematd):
     run_ranks(how, rematd.address)
+
+
+def test_a_rank_plans_from_what_another_rank_of_the_job_collected(rematd):
+    run_ranks("", rematd.address, second_rank_plans_from_the_first)
