@@ -132,6 +132,7 @@ BlockSampler* StepSession::Start(int64_t resident_bytes) {
   }
   memory->reset_peak();
   begin_bytes_ = memory->current_bytes();
+  reserved_at_start_ = memory->reserved_peak_bytes();
   return nullptr;
 }
 
@@ -160,7 +161,11 @@ absl::Status StepSession::Measure(int64_t copy_wait_ns, bool unwinding,
       return memory->absolute() ? bytes : resident_bytes_ + bytes - begin_bytes_;
     };
     peak_bytes_ = counted(memory->peak_bytes());
-    if (std::optional<int64_t> reserved = memory->reserved_peak_bytes()) {
+    // Only a step that made the allocator reserve more from the device
+    // shows what it needs beyond what is allocated; its cache served the
+    // others (and holds what earlier, larger steps left).
+    std::optional<int64_t> reserved = memory->reserved_peak_bytes();
+    if (reserved && reserved_at_start_ && *reserved > *reserved_at_start_) {
       reserved_bytes_ = counted(*reserved);
     }
   }

@@ -149,8 +149,10 @@ class StepSession {
   // one. A step during which the memory source saw an allocation fail
   // reports an outcome with out_of_memory set and the peak measured until
   // then. With a memory source that sees the allocator's reserved bytes
-  // (CUDA), the outcome carries the reserved peak too. `copy_wait_ns`: how long forward waited for copies its plan
-  // counted landed (PlanChoice::copies_out_landed). `probe`: times the
+  // (CUDA), the outcome of a step during which the allocator reserved
+  // more from the device carries the reserved peak too (a step its cache
+  // served says nothing of fragmentation). `copy_wait_ns`: how long
+  // forward waited for copies its plan counted landed (PlanChoice::copies_out_landed). `probe`: times the
   // host link for the first COLLECT steps (null: never). Errors from the
   // planner are returned and warned about once; training goes on.
   absl::Status Finish(int64_t copy_wait_ns, const LinkProbe& probe = nullptr);
@@ -170,8 +172,8 @@ class StepSession {
   const std::optional<Sample>& sample() const { return sample_; }
   // The step's measured peak (needs a memory source), once finished.
   std::optional<int64_t> measured_peak_bytes() const { return peak_bytes_; }
-  // The allocator's reserved peak, counted as measured_peak_bytes, where
-  // the memory source sees it (CUDA), once a planned step finished.
+  // The allocator's reserved peak, counted as measured_peak_bytes, once a
+  // planned step that made the allocator reserve more finished (CUDA).
   std::optional<int64_t> reserved_peak_bytes() const { return reserved_bytes_; }
 
  private:
@@ -204,8 +206,10 @@ class StepSession {
   std::chrono::steady_clock::time_point start_;
   std::optional<Sample> sample_;
   std::optional<int64_t> peak_bytes_;
-  // The allocator's reserved peak, counted as peak_bytes_ is, when the
-  // memory source sees it.
+  // The allocator's reserved bytes when the step started (after the
+  // peak's reset), and their peak, counted as peak_bytes_ is, when the
+  // step made the allocator reserve more.
+  std::optional<int64_t> reserved_at_start_;
   std::optional<int64_t> reserved_bytes_;
 };
 

@@ -180,6 +180,16 @@ TEST_CASE("a planned step reports its outcome; an OOM one what it measured "
   o = f.planner.outcomes.back();
   CHECK(o.measured_peak_bytes == 1600);
   CHECK(o.reserved_peak_bytes == 2000);
+  // A step the allocator's cache served (it reserved no more) says nothing
+  // of fragmentation: no reserved figure.
+  f.memory.Reserve(2100);
+  step = *f.lifecycle.Begin({4}, 4000);
+  step->Start(0);
+  f.memory.Allocate(700);
+  f.memory.Free(700);
+  REQUIRE(step->Finish(0).ok());
+  CHECK(f.planner.outcomes.back().measured_peak_bytes == 1700);
+  CHECK_FALSE(f.planner.outcomes.back().reserved_peak_bytes.has_value());
 
   step = *f.lifecycle.Begin({4}, 4000);
   step->Start(0);
