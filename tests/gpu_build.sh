@@ -44,7 +44,8 @@ RUNTIME_SRCS=(collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
   kernels/copy_queue.cc kernels/cuda_copy_engine.cc kernels/host_pool.cc
   planner/core.cc planner/estimator.cc planner/exact_solver.cc
   planner/internal/least_squares.cc planner/internal/monomials.cc
-  planner/model.cc planner/plan.cc planner/plan_cache.cc planner/solver.cc
+  planner/model.cc planner/plan.cc planner/plan_cache.cc
+  planner/reserved_margin.cc planner/solver.cc
   planner/trace.cc planner/units.cc)
 
 skip() { echo "$NAME: SKIPPED: $*"; exit 77; }
