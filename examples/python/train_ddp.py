@@ -112,7 +112,10 @@ def main(argv=None) -> int:
         job = DDP(model, device_ids=[local_rank] if device.type == "cuda"
                   else None)
         no_sync = job.no_sync
+    # Made after sharding (FSDP2 replaces the parameters); its state counts
+    # in every step's budget.
     optimizer = torch.optim.AdamW(job.parameters(), lr=1e-3)
+    handle.optimizer = optimizer
     if rank == 0:
         print(f"Llama ({a.layers} layers, width {a.width}) under "
               f"{'FSDP2' if a.fsdp2 else 'DDP'}, {world} ranks, remat.torch."
