@@ -463,13 +463,21 @@ struct PlannerCore::Impl {
   }
 
   // RESOURCE_EXHAUSTED for a request that no plan fits; `least` is the
-  // exact solver's plan with the smallest reachable peak.
-  static absl::Status NoPlanFits(const PlanRequest& request, const Plan& least) {
+  // exact solver's plan with the smallest reachable peak, `margin_bytes`
+  // what plans keep free below the budget.
+  static absl::Status NoPlanFits(const PlanRequest& request, const Plan& least,
+                                 int64_t margin_bytes) {
     const int64_t peak = least.predicted_peak_bytes;
+    const std::string margin =
+        margin_bytes == 0
+            ? ""
+            : absl::StrCat(" less the ", FormatBytes(margin_bytes),
+                           " kept free (margin_fraction, and what the "
+                           "allocator reserves beyond allocated bytes)");
     return WithSmallestPeakBytes(
         absl::ResourceExhaustedError(absl::StrCat(
             "budget_bytes: no plan fits ", FormatBytes(request.budget_bytes),
-            " for features [", absl::StrJoin(request.features, ", "),
+            margin, " for features [", absl::StrJoin(request.features, ", "),
             "]; the smallest reachable peak is ", FormatBytes(peak), " (",
             peak, " bytes); raise the budget or shrink the batch")),
         peak);
@@ -514,7 +522,7 @@ struct PlannerCore::Impl {
     // plans are returned as they are (feasible false when the memory model
     // says they break the budget), so they run as their authors meant.
     if (!plan.feasible && IsExactSolver(prepared.solver_name)) {
-      return NoPlanFits(request, plan);
+      return NoPlanFits(request, plan, e->problem.margin_bytes);
     }
     Model& m = *prepared.model;
     {

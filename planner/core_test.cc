@@ -489,6 +489,11 @@ TEST_CASE("plans keep free what the allocator reserves beyond allocated") {
   CHECK(second->plan->feasible);
   CHECK(second->plan->recompute_ns > 0);
   CHECK(second->plan->predicted_peak_bytes <= budget * 4 / 5);
+  // A budget no plan fits says what was kept free of it.
+  auto none = core.GetPlan({"enc", {4, 300}, budget / 4});
+  REQUIRE(absl::IsResourceExhausted(none.status()));
+  CHECK(std::string(none.status().message()).find("kept free") !=
+        std::string::npos);
 
   // Reserved below allocated is refused, naming the field.
   Outcome bad{"enc", {4, 300}, keep_all, 1000, 1000};
