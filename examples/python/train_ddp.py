@@ -34,11 +34,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
-from transformers import LlamaConfig, LlamaForCausalLM
 
 import remat.torch
 from demo_report import StepLog, format_bytes
 from train_encoder import draw_lengths
+from train_hf_causal_lm import full_peak_bytes, make_llama, text_batch
 
 
 def main(argv=None) -> int:
@@ -68,32 +68,18 @@ def main(argv=None) -> int:
         device = torch.device(a.device)
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
 
-    torch.manual_seed(0)  # the same initial model on every rank
-    config = LlamaConfig(vocab_size=1024, hidden_size=a.width,
-                         intermediate_size=4 * a.width,
-                         num_hidden_layers=a.layers, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=a.max_seq,
-                         attn_implementation="eager")
-    model = LlamaForCausalLM(config).to(device)
+    # The same initial model on every rank.
+    model = make_llama(a.layers, a.width, a.max_seq, device)
     planner = remat.RemotePlanner(a.planner) if a.planner else None
     handle = remat.torch.apply(
         model.model.layers, model=model, name="llama-ddp",
         feature_names=["batch", "seq"], planner=planner,
         memory=remat.torch.memory_source_for(device))
 
-    def batch_of(seq: int, seed: int):
-        g = torch.Generator().manual_seed(seed)
-        start = torch.randint(0, config.vocab_size, (a.batch, 1), generator=g)
-        ids = (start + torch.arange(seq)) % config.vocab_size
-        return {"input_ids": ids.to(device), "labels": ids.to(device)}
-
     # The budget from the longest batch's peak without checkpointing, on
     # the unwrapped model (the same on every rank).
-    longest = batch_of(a.max_seq, 0)
-    adam = 2 * sum(p.numel() * p.element_size() for p in model.parameters())
-    full_peak = adam + handle.measure_peak_bytes(
-        lambda: model(**longest).loss.backward(), inputs=longest)
-    model.zero_grad(set_to_none=True)
+    full_peak = full_peak_bytes(handle, model,
+                                text_batch(model, a.batch, a.max_seq, 0))
     budget = int(a.budget_fraction * full_peak)
 
     if a.fsdp2:
@@ -127,7 +113,7 @@ def main(argv=None) -> int:
     lengths = draw_lengths(a.steps, 16, a.max_seq, a.median_seq,
                            seed=1 + rank)  # each rank its own batches
     for n, seq in enumerate(lengths, 1):
-        batch = batch_of(seq, 1000 * rank + n)
+        batch = text_batch(model, a.batch, seq, 1000 * rank + n)
 
         def train():
             # Every rank runs as many micro-batches (forwards gather and

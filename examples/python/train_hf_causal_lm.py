@@ -27,6 +27,40 @@ from demo_report import StepLog, format_bytes
 from train_encoder import draw_lengths
 
 
+def make_llama(layers: int, width: int, max_seq: int,
+               device: torch.device) -> LlamaForCausalLM:
+    """The model, as a user has it (from_pretrained works the same way),
+    the same for a given seed."""
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=1024, hidden_size=width,
+                         intermediate_size=4 * width,
+                         num_hidden_layers=layers, num_attention_heads=4,
+                         num_key_value_heads=2, max_position_embeddings=max_seq,
+                         attn_implementation="eager")
+    return LlamaForCausalLM(config).to(device)
+
+
+def text_batch(model: LlamaForCausalLM, rows: int, seq: int, seed: int):
+    """Runs of consecutive token ids from random starts: learnable."""
+    vocab = model.config.vocab_size
+    g = torch.Generator().manual_seed(seed)
+    start = torch.randint(0, vocab, (rows, 1), generator=g)
+    ids = (start + torch.arange(seq)) % vocab
+    device = model.device
+    return {"input_ids": ids.to(device), "labels": ids.to(device)}
+
+
+def full_peak_bytes(handle, model: LlamaForCausalLM, longest) -> int:
+    """The peak of a step on `longest` without checkpointing, with
+    AdamW's state (two buffers per parameter), which exists from its first
+    step on."""
+    adam = 2 * sum(p.numel() * p.element_size() for p in model.parameters())
+    peak = adam + handle.measure_peak_bytes(
+        lambda: model(**longest).loss.backward(), inputs=longest)
+    model.zero_grad(set_to_none=True)
+    return peak
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=40)
@@ -47,14 +81,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     device = torch.device(a.device)
 
-    # The model, as a user has it (from_pretrained works the same way).
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=1024, hidden_size=a.width,
-                         intermediate_size=4 * a.width,
-                         num_hidden_layers=a.layers, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=a.max_seq,
-                         attn_implementation="eager")
-    model = LlamaForCausalLM(config).to(device)
+    model = make_llama(a.layers, a.width, a.max_seq, device)
     baseline = copy.deepcopy(model)
     baseline.activation_checkpointing_enable()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -68,18 +95,9 @@ def main(argv=None) -> int:
         memory=remat.torch.memory_source_for(device))
 
     def batch_of(seq: int, seed: int):
-        # Runs of consecutive token ids from random starts: learnable.
-        g = torch.Generator().manual_seed(seed)
-        start = torch.randint(0, config.vocab_size, (a.batch, 1), generator=g)
-        ids = (start + torch.arange(seq)) % config.vocab_size
-        return {"input_ids": ids.to(device), "labels": ids.to(device)}
+        return text_batch(model, a.batch, seq, seed)
 
-    # With AdamW's state (two buffers per parameter), which exists from its
-    # first step on.
-    longest = batch_of(a.max_seq, 0)
-    adam = 2 * sum(p.numel() * p.element_size() for p in model.parameters())
-    full_peak = adam + handle.measure_peak_bytes(
-        lambda: model(**longest).loss.backward(), inputs=longest)
+    full_peak = full_peak_bytes(handle, model, batch_of(a.max_seq, 0))
     budget = int(a.budget_fraction * full_peak)
     print(f"Llama ({a.layers} layers, width {a.width}) with remat.torch.apply"
           f"; no-checkpoint peak at seq {a.max_seq}: "
