@@ -22,6 +22,11 @@
 namespace remat {
 namespace {
 
+absl::Status NotRegistered(const std::string& model) {
+  return absl::NotFoundError(absl::StrCat(
+      "model: \"", model, "\" is not registered; register it first"));
+}
+
 bool SameShape(const ModelSpec& a, const ModelSpec& b) {
   if (a.feature_names != b.feature_names) return false;
   if (a.blocks.size() != b.blocks.size()) return false;
@@ -211,6 +216,7 @@ struct PlannerCore::Impl {
   // the last fit) while a refit runs.
   struct Model {
     std::shared_ptr<const ModelSpec> spec;  // never null; never changes
+    std::string device;  // the profile's device type
     std::vector<double> granularity;  // per feature
     std::unique_ptr<Estimator> estimator;
     std::mutex mu;
@@ -245,18 +251,67 @@ struct PlannerCore::Impl {
   std::map<std::string, std::unique_ptr<const Solver>> solvers;
   PlanCache cache;
   mutable std::shared_mutex models_mu;  // guards the map, not the models
-  std::map<std::string, std::shared_ptr<Model>> models;
+  // Every profile, by model name and device type; a registered model has
+  // its ("" device) profile from its registration on.
+  using ProfileKey = std::pair<std::string, std::string>;
+  mutable std::map<ProfileKey, std::shared_ptr<Model>> models;  // Find adds
+  size_t num_models = 0;  // registered names, under models_mu
   std::mutex flights_mu;
   std::unordered_map<PlanKey, std::shared_ptr<Flight>, PlanKeyHash> flights;
 
-  absl::StatusOr<std::shared_ptr<Model>> Find(const std::string& name) const {
-    std::shared_lock lock(models_mu);
-    auto it = models.find(name);
-    if (it == models.end()) {
-      return absl::NotFoundError(absl::StrCat(
-          "model: \"", name, "\" is not registered; register it first"));
+  // The profile of model `name` for `device`. A device the model has no
+  // profile for gets an empty one: kept (RESOURCE_EXHAUSTED past
+  // max_devices_per_model) when `create`, else only returned, so that
+  // reads of a device never measured change nothing. Call `create` only
+  // once the request is valid.
+  absl::StatusOr<std::shared_ptr<Model>> Find(const std::string& name,
+                                              const std::string& device = "",
+                                              bool create = false) const {
+    std::shared_ptr<const Model> registered;
+    {
+      std::shared_lock lock(models_mu);
+      if (auto it = models.find({name, device}); it != models.end()) {
+        return it->second;
+      }
+      auto it = models.find({name, ""});
+      if (it == models.end()) {
+        return NotRegistered(name);
+      }
+      registered = it->second;
     }
-    return it->second;
+    auto profile = NewProfile(registered->spec, registered->granularity, device);
+    if (!profile.ok() || !create) return profile;
+    std::unique_lock lock(models_mu);
+    // Another call may have made it meanwhile.
+    if (auto it = models.find({name, device}); it != models.end()) {
+      return it->second;
+    }
+    int held = 0;
+    for (auto it = models.lower_bound({name, ""});
+         it != models.end() && it->first.first == name; ++it) {
+      ++held;
+    }
+    if (held >= options.max_devices_per_model) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "device: model \"", name, "\" has profiles for ", held,
+          " device types already (max_devices_per_model); \"", device,
+          "\" would be one more"));
+    }
+    models.emplace(ProfileKey{name, device}, *profile);
+    return profile;
+  }
+
+  absl::StatusOr<std::shared_ptr<Model>> NewProfile(
+      std::shared_ptr<const ModelSpec> spec, std::vector<double> granularity,
+      const std::string& device) const {
+    auto estimator = NewEstimator(*spec);
+    if (!estimator.ok()) return estimator.status();
+    auto model = std::make_shared<Model>();
+    model->spec = std::move(spec);
+    model->device = device;
+    model->granularity = std::move(granularity);
+    model->estimator = *std::move(estimator);
+    return model;
   }
 
   absl::StatusOr<std::unique_ptr<Estimator>> NewEstimator(
@@ -279,7 +334,8 @@ struct PlannerCore::Impl {
   // Finds the request's model, validates the request against it and
   // resolves its solver name (the default when empty).
   absl::StatusOr<Request> Prepare(const PlanRequest& r) const {
-    auto found = Find(r.model);
+    if (auto s = ValidateDevice(r.device); !s.ok()) return s;
+    auto found = Find(r.model, r.device);
     if (!found.ok()) return found.status();
     Request out;
     out.model = *std::move(found);
@@ -297,7 +353,7 @@ struct PlannerCore::Impl {
     out.key = PlanKey{r.model,
                       BucketFeatures(r.features, out.model->granularity),
                       r.budget_bytes, out.solver_name, r.offload,
-                      r.offload && r.offload_checkpoints};
+                      r.offload && r.offload_checkpoints, r.device};
     return out;
   }
 
@@ -324,7 +380,10 @@ struct PlannerCore::Impl {
     if (m.estimator->num_samples() == 0) {
       e.no_samples = true;
       e.result.collect = true;
-      e.result.collect_reason = "no samples yet";
+      e.result.collect_reason =
+          m.device.empty()
+              ? "no samples yet"
+              : absl::StrCat("no samples yet for device \"", m.device, "\"");
       return e;
     }
     Features at(e.result.bucket.begin(), e.result.bucket.end());
@@ -581,7 +640,7 @@ struct PlannerCore::Impl {
   // under m.mu): solves in flight from before it will not be cached.
   void Invalidate(Model& m) {
     ++m.generation;
-    cache.InvalidateModel(m.spec->name);
+    cache.InvalidateModel(m.spec->name, m.device);
   }
 };
 
@@ -596,7 +655,7 @@ absl::Status PlannerCore::RegisterModel(const ModelSpec& spec,
   // Checked under the map's lock, committed outside it (a log sync must not
   // hold every other call's lookups), then checked again on insert.
   auto check = [&]() -> absl::Status {
-    auto it = impl_->models.find(spec.name);
+    auto it = impl_->models.find({spec.name, ""});
     if (it != impl_->models.end()) {
       if (SameShape(*it->second->spec, spec)) return absl::OkStatus();
       return absl::AlreadyExistsError(absl::StrCat(
@@ -604,7 +663,7 @@ absl::Status PlannerCore::RegisterModel(const ModelSpec& spec,
           "\" is registered with different blocks or features; register the "
           "new shape under a new name"));
     }
-    if (static_cast<int>(impl_->models.size()) >= impl_->options.max_models) {
+    if (static_cast<int>(impl_->num_models) >= impl_->options.max_models) {
       return absl::ResourceExhaustedError(
           absl::StrCat("model: at most ", impl_->options.max_models,
                        " models may be registered"));
@@ -615,17 +674,16 @@ absl::Status PlannerCore::RegisterModel(const ModelSpec& spec,
     std::shared_lock lock(impl_->models_mu);
     if (absl::Status s = check(); !absl::IsNotFound(s)) return s;
   }
-  auto estimator = impl_->NewEstimator(spec);
-  if (!estimator.ok()) return estimator.status();
-  auto model = std::make_shared<Impl::Model>();
-  model->spec = std::make_shared<const ModelSpec>(spec);
-  model->estimator = *std::move(estimator);
+  std::vector<double> granularity;
   for (const std::string& f : spec.feature_names) {
     auto g = impl_->options.granularity.find(f);
-    model->granularity.push_back(g != impl_->options.granularity.end()
-                                     ? g->second
-                                     : impl_->options.default_granularity);
+    granularity.push_back(g != impl_->options.granularity.end()
+                              ? g->second
+                              : impl_->options.default_granularity);
   }
+  auto model = impl_->NewProfile(std::make_shared<const ModelSpec>(spec),
+                                 std::move(granularity), "");
+  if (!model.ok()) return model.status();
   if (commit) {
     if (auto s = commit(); !s.ok()) return s;
   }
@@ -633,7 +691,8 @@ absl::Status PlannerCore::RegisterModel(const ModelSpec& spec,
   // A concurrent registration of the same name may have won: the same shape
   // is then this one's too.
   if (absl::Status s = check(); !absl::IsNotFound(s)) return s;
-  impl_->models.emplace(spec.name, std::move(model));
+  impl_->models.emplace(Impl::ProfileKey{spec.name, ""}, *std::move(model));
+  ++impl_->num_models;
   return absl::OkStatus();
 }
 
@@ -641,7 +700,35 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
                                      const std::vector<Sample>& samples,
                                      const AddSamplesOptions& options) {
   if (options.quarantined != nullptr) *options.quarantined = 0;
-  auto m = impl_->Find(model);
+  auto spec = GetModelSpec(model);
+  if (!spec.ok()) return spec.status();
+  // The batch's profile is made only for a valid batch.
+  const std::string device = samples.empty() ? "" : samples[0].device;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const std::string field = absl::StrCat("samples[", i, "].");
+    if (auto s = ValidateSample(**spec, samples[i]); !s.ok()) {
+      return Prefixed(field, s);
+    }
+    if (samples[i].device != device) {
+      return InvalidField(
+          field + "device",
+          absl::StrCat("\"", samples[i].device, "\" differs from samples[0]'s \"",
+                       device, "\"; report each device's samples in a "
+                       "request of its own"));
+    }
+  }
+  if (options.hold != nullptr && options.hold->size() != samples.size()) {
+    return InvalidField("hold", absl::StrCat(options.hold->size(),
+                                             " flags for ", samples.size(),
+                                             " samples; give one per sample"));
+  }
+  if (samples.size() >
+      static_cast<size_t>(impl_->options.max_samples_per_model)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "samples: ", samples.size(), " samples exceed the ",
+        impl_->options.max_samples_per_model, " a model may hold"));
+  }
+  auto m = impl_->Find(model, device, /*create=*/true);
   if (!m.ok()) return m.status();
   Impl::Model& found = **m;
   std::unique_lock lock(found.mu);
@@ -664,6 +751,12 @@ absl::Status PlannerCore::AddSamples(const std::string& model,
     verdict = found.estimator->Judge(samples);
   }
   if (!verdict.ok()) return verdict.status();
+  if (options.hold != nullptr) {
+    verdict->quarantined.resize(samples.size(), false);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if ((*options.hold)[i]) verdict->quarantined[i] = true;
+    }
+  }
   if (options.commit) {
     if (auto s = options.commit(*verdict); !s.ok()) return s;
   }
@@ -743,9 +836,10 @@ absl::StatusOr<PlanResult> PlannerCore::Explain(const PlanRequest& request) {
 absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
                                            uint64_t outcomes,
                                            uint64_t out_of_memory,
-                                           uint64_t quarantined) {
-  auto found = impl_->Find(model);
-  if (!found.ok()) return found.status();
+                                           uint64_t quarantined,
+                                           const std::string& device) {
+  if (auto s = ValidateDevice(device); !s.ok()) return s;
+  if (auto s = GetModelSpec(model); !s.ok()) return s.status();
   for (auto [field, part] : {std::pair{"out_of_memory", out_of_memory},
                              std::pair{"quarantined", quarantined}}) {
     if (part > outcomes) {
@@ -754,6 +848,8 @@ absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
           "); they are outcomes too"));
     }
   }
+  auto found = impl_->Find(model, device, /*create=*/true);
+  if (!found.ok()) return found.status();
   std::lock_guard lock((*found)->mu);
   if ((*found)->outcomes + outcomes < outcomes) {
     return absl::InvalidArgumentError("outcomes: the count would overflow");
@@ -773,10 +869,12 @@ absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
 
 absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
                                        const ReportOutcomeOptions& options) {
-  auto found = impl_->Find(outcome.model);
+  auto spec = GetModelSpec(outcome.model);
+  if (!spec.ok()) return spec.status();
+  if (auto s = ValidateOutcome(**spec, outcome); !s.ok()) return s;
+  auto found = impl_->Find(outcome.model, outcome.device, /*create=*/true);
   if (!found.ok()) return found.status();
   Impl::Model& m = **found;
-  if (auto s = ValidateOutcome(*m.spec, outcome); !s.ok()) return s;
   std::lock_guard lock(m.mu);
   // Nothing to calibrate against yet, or no peak: nothing to judge.
   const bool calibrates =
@@ -829,18 +927,47 @@ absl::Status PlannerCore::ReportOutcome(const Outcome& outcome,
 std::vector<std::string> PlannerCore::ListModels() const {
   std::shared_lock lock(impl_->models_mu);
   std::vector<std::string> names;
-  for (const auto& [name, model] : impl_->models) names.push_back(name);
+  for (const auto& [key, model] : impl_->models) {
+    if (key.second.empty()) names.push_back(key.first);
+  }
   return names;
 }
 
-absl::StatusOr<ModelState> PlannerCore::GetModelState(
+absl::StatusOr<std::vector<std::string>> PlannerCore::ListDevices(
     const std::string& model) const {
-  auto found = impl_->Find(model);
+  std::shared_lock lock(impl_->models_mu);
+  std::vector<std::string> devices;
+  for (auto it = impl_->models.lower_bound({model, ""});
+       it != impl_->models.end() && it->first.first == model; ++it) {
+    devices.push_back(it->first.second);
+  }
+  if (devices.empty()) {
+    return NotRegistered(model);
+  }
+  return devices;
+}
+
+absl::StatusOr<ProfileSamples> PlannerCore::GetProfileSamples(
+    const std::string& model, const std::string& device) const {
+  if (auto s = ValidateDevice(device); !s.ok()) return s;
+  auto found = impl_->Find(model, device);
+  if (!found.ok()) return found.status();
+  Impl::Model& m = **found;
+  std::lock_guard lock(m.mu);
+  return ProfileSamples{m.spec, m.estimator->FittedSamples(),
+                        m.estimator->QuarantinedSamples()};
+}
+
+absl::StatusOr<ModelState> PlannerCore::GetModelState(
+    const std::string& model, const std::string& device) const {
+  if (auto s = ValidateDevice(device); !s.ok()) return s;
+  auto found = impl_->Find(model, device);
   if (!found.ok()) return found.status();
   Impl::Model& m = **found;
   std::lock_guard lock(m.mu);
   ModelState state;
   state.spec = *m.spec;
+  state.device = m.device;
   state.num_samples = m.estimator->num_samples();
   state.num_quarantined = m.estimator->num_quarantined();
   if (state.num_samples > 0) {
@@ -857,9 +984,12 @@ absl::StatusOr<ModelState> PlannerCore::GetModelState(
 
 absl::StatusOr<std::shared_ptr<const ModelSpec>> PlannerCore::GetModelSpec(
     const std::string& model) const {
-  auto found = impl_->Find(model);
-  if (!found.ok()) return found.status();
-  return (*found)->spec;
+  std::shared_lock lock(impl_->models_mu);
+  auto it = impl_->models.find({model, ""});
+  if (it == impl_->models.end()) {
+    return NotRegistered(model);
+  }
+  return it->second->spec;
 }
 
 PlanCacheStats PlannerCore::cache_stats() const { return impl_->cache.stats(); }

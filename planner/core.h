@@ -3,6 +3,12 @@
 // The in-process planner (client/) and the daemon (rematd) both wrap it; it
 // has no LibTorch and no gRPC.
 //
+// A model's state is kept per device type (Sample::device): each
+// (model, device) pair is a profile with its own samples, calibration and
+// plans, and a plan for a device type comes only from samples measured on
+// it. A request that names no device ("") has a profile of its own, so
+// clients that never say keep working as before.
+//
 // GetPlan: validate -> bucket the features (round up) -> plan cache ->
 // on a miss, the estimator's prediction -> if untrusted, COLLECT -> else
 // the solver on the upper bounds -> cache.
@@ -61,6 +67,7 @@ struct CoreOptions {
   double host_link_bytes_per_s = 0;
   // Limits (RESOURCE_EXHAUSTED beyond them).
   int max_models = 256;
+  int max_devices_per_model = 16;  // profiles per model
   int max_samples_per_model = 100000;
 };
 
@@ -78,6 +85,9 @@ struct PlanRequest {
   // When the caller stops waiting (none: it waits). A miss whose deadline
   // has passed is not solved (DEADLINE_EXCEEDED), and a solve stops by it.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  // The device type the plan is for (Sample::device): its profile's
+  // samples are all it is planned from.
+  std::string device;
 };
 
 struct PlanResult {
@@ -120,10 +130,14 @@ struct Outcome {
   // plus its cache; >= measured_peak_bytes), when the client measured it
   // (CUDA). Plans keep the ratio of the two free (ReservedMargin).
   std::optional<int64_t> reserved_peak_bytes;
+  // The device type the step ran on (Sample::device): whose profile it
+  // calibrates.
+  std::string device;
 };
 
 struct ModelState {
   ModelSpec spec;
+  std::string device;  // the profile's device type
   size_t num_samples = 0;      // fitted
   size_t num_quarantined = 0;  // held as outliers, not fitted
   std::vector<BlockFitQuality> fit_quality;
@@ -157,6 +171,16 @@ struct AddSamplesOptions {
   const SampleVerdict* verdict = nullptr;
   // Out: how many of the batch's samples are held as outliers.
   size_t* quarantined = nullptr;
+  // One flag per sample, or null: the flagged samples are held as outliers
+  // whatever the estimator's judgement (an imported profile's quarantine).
+  const std::vector<bool>* hold = nullptr;
+};
+
+// What a profile holds, for moving it to another daemon.
+struct ProfileSamples {
+  std::shared_ptr<const ModelSpec> spec;  // never null
+  std::vector<Sample> fitted;             // in the order they came
+  std::vector<Sample> quarantined;        // held as outliers
 };
 
 struct ReportOutcomeOptions {
@@ -183,7 +207,9 @@ class PlannerCore {
                              const CommitHook& commit = nullptr);
 
   // NOT_FOUND for an unknown model; INVALID_ARGUMENT naming the field
-  // ("samples[i]...."); RESOURCE_EXHAUSTED past max_samples_per_model. All
+  // ("samples[i]...."; a batch's samples all name one device, the profile
+  // they go to); RESOURCE_EXHAUSTED past max_samples_per_model, or past
+  // max_devices_per_model for a device the model has no profile for. All
   // or nothing: the whole request is checked, and judged by the estimator
   // (Estimator::Judge: which samples it holds as outliers), before anything
   // changes. Then refits and invalidates the model's cached plans; returns
@@ -242,10 +268,21 @@ class PlannerCore {
   // overflow.
   absl::Status AddOutcomeCounts(const std::string& model, uint64_t outcomes,
                                 uint64_t out_of_memory,
-                                uint64_t quarantined = 0);
+                                uint64_t quarantined = 0,
+                                const std::string& device = "");
 
   std::vector<std::string> ListModels() const;
-  absl::StatusOr<ModelState> GetModelState(const std::string& model) const;
+  // The device types `model` has a profile for, sorted ("" always: the
+  // registration's). NOT_FOUND.
+  absl::StatusOr<std::vector<std::string>> ListDevices(
+      const std::string& model) const;
+  // One profile's state (an empty one for a device never measured).
+  absl::StatusOr<ModelState> GetModelState(
+      const std::string& model, const std::string& device = "") const;
+  // One profile's samples. NOT_FOUND for an unknown model; INVALID_ARGUMENT
+  // for a bad device name.
+  absl::StatusOr<ProfileSamples> GetProfileSamples(
+      const std::string& model, const std::string& device) const;
   // Never null; shared, not copied: a spec never changes once registered.
   absl::StatusOr<std::shared_ptr<const ModelSpec>> GetModelSpec(
       const std::string& model) const;

@@ -503,6 +503,101 @@ TEST_CASE("plans keep free what the allocator reserves beyond allocated") {
   CHECK(std::string(refused.message()).find("reserved_peak_bytes") == 0);
 }
 
+std::vector<Sample> OnDevice(std::vector<Sample> samples,
+                             const std::string& device) {
+  for (Sample& s : samples) s.device = device;
+  return samples;
+}
+
+TEST_CASE("profiles are per device type: a plan comes from its own samples") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", OnDevice(Grid(spec), "gpu-a")).ok());
+  const int64_t budget = KeepAllPeak(spec, 4, 304) * 11 / 10;
+  PlanRequest on_a{"enc", {4, 300}, budget};
+  on_a.device = "gpu-a";
+  auto a = core.GetPlan(on_a);
+  REQUIRE(a.ok());
+  CHECK_FALSE(a->collect);
+  // Another device, and requests that name none, have no samples yet.
+  PlanRequest on_b = on_a;
+  on_b.device = "gpu-b";
+  auto b = core.GetPlan(on_b);
+  REQUIRE(b.ok());
+  CHECK(b->collect);
+  CHECK(b->collect_reason == "no samples yet for device \"gpu-b\"");
+  auto unsaid = core.GetPlan({"enc", {4, 300}, budget});
+  REQUIRE(unsaid.ok());
+  CHECK(unsaid->collect);
+  // Reading a device never measured keeps no profile for it.
+  auto devices = core.ListDevices("enc");
+  REQUIRE(devices.ok());
+  CHECK(*devices == std::vector<std::string>{"", "gpu-a"});
+  auto state_a = core.GetModelState("enc", "gpu-a");
+  REQUIRE(state_a.ok());
+  CHECK(state_a->num_samples == Grid(spec).size());
+  CHECK(state_a->device == "gpu-a");
+  CHECK(core.GetModelState("enc")->num_samples == 0);
+  CHECK(core.ListModels() == std::vector<std::string>{"enc"});
+
+  // One device's outcomes calibrate its own plans only.
+  const std::vector<Action> keep_all(spec.blocks.size(), Action::kKeep);
+  Outcome o{"enc", {4, 300}, keep_all, budget * 2, 1000};
+  o.device = "gpu-a";
+  REQUIRE(core.ReportOutcome(o).ok());
+  CHECK(core.GetModelState("enc", "gpu-a")->outcomes == 1);
+  CHECK(core.GetModelState("enc")->outcomes == 0);
+
+  // A batch names one device.
+  std::vector<Sample> mixed = OnDevice(Grid(spec), "gpu-a");
+  mixed[3].device = "gpu-b";
+  const absl::Status s = core.AddSamples("enc", mixed);
+  CHECK(absl::IsInvalidArgument(s));
+  CHECK(std::string(s.message()).find("samples[3].device") == 0);
+  CHECK(core.ListDevices("enc")->size() == 2);
+}
+
+TEST_CASE("a model holds at most max_devices_per_model profiles") {
+  CoreOptions options;
+  options.max_devices_per_model = 2;  // "" and one more
+  PlannerCore core(options);
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  REQUIRE(core.AddSamples("enc", OnDevice({Law(spec, 1, 64)}, "a")).ok());
+  const absl::Status s =
+      core.AddSamples("enc", OnDevice({Law(spec, 1, 64)}, "b"));
+  CHECK(absl::IsResourceExhausted(s));
+  CHECK(std::string(s.message()).find("device: ") == 0);
+  CHECK(core.ListDevices("enc")->size() == 2);
+}
+
+TEST_CASE("a profile's samples come back with its quarantine, held on import") {
+  PlannerCore core;
+  const ModelSpec spec = Spec();
+  REQUIRE(core.RegisterModel(spec).ok());
+  std::vector<Sample> batch = OnDevice(Grid(spec), "gpu-a");
+  std::vector<bool> hold(batch.size(), false);
+  hold[5] = true;
+  size_t quarantined = 0;
+  AddSamplesOptions options;
+  options.hold = &hold;
+  options.quarantined = &quarantined;
+  REQUIRE(core.AddSamples("enc", batch, options).ok());
+  CHECK(quarantined == 1);
+  auto held = core.GetProfileSamples("enc", "gpu-a");
+  REQUIRE(held.ok());
+  CHECK(held->fitted.size() == batch.size() - 1);
+  REQUIRE(held->quarantined.size() == 1);
+  CHECK(held->quarantined[0] == batch[5]);
+  CHECK(held->fitted[5] == batch[6]);
+  // A hold list of the wrong length is refused whole.
+  std::vector<bool> short_hold(2, false);
+  options.hold = &short_hold;
+  CHECK(absl::IsInvalidArgument(core.AddSamples("enc", batch, options)));
+  CHECK(core.GetModelState("enc", "gpu-a")->num_samples == batch.size() - 1);
+}
+
 TEST_CASE("static_max plans for the largest input seen") {
   PlannerCore core;
   const ModelSpec spec = Spec();

@@ -311,6 +311,10 @@ class FittedEstimator final : public Estimator {
   }
 
   size_t num_quarantined() const override { return quarantine_.size(); }
+  std::vector<Sample> FittedSamples() const override { return samples_; }
+  std::vector<Sample> QuarantinedSamples() const override {
+    return {quarantine_.begin(), quarantine_.end()};
+  }
 
   absl::StatusOr<Prediction> Predict(const Features& features) const override {
     if (absl::Status s = ValidateFeatures(model_, features); !s.ok()) return s;

@@ -163,6 +163,10 @@ class Estimator {
   virtual size_t num_samples() const = 0;
   // Samples held in quarantine now.
   virtual size_t num_quarantined() const = 0;
+  // Copies of the samples fitted and of those held in quarantine, in the
+  // order they came (a profile's export).
+  virtual std::vector<Sample> FittedSamples() const = 0;
+  virtual std::vector<Sample> QuarantinedSamples() const = 0;
 
   // INVALID_ARGUMENT for malformed features; FAILED_PRECONDITION when there
   // are no samples at all. Otherwise a prediction, trusted or not.

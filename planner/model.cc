@@ -179,7 +179,28 @@ absl::Status ValidateSample(const ModelSpec& model, const Sample& sample) {
                                               "host link's measured bandwidth"));
     }
   }
-  return absl::OkStatus();
+  return ValidateDevice(sample.device);
+}
+
+absl::Status ValidateDevice(const std::string& device,
+                            const std::string& field) {
+  if (device.empty()) return absl::OkStatus();
+  return ValidateName(field, device);
+}
+
+bool operator==(const BlockMeasurement& a, const BlockMeasurement& b) {
+  return a.act_bytes == b.act_bytes && a.input_bytes == b.input_bytes &&
+         a.forward_ns == b.forward_ns &&
+         a.workspace_bytes == b.workspace_bytes &&
+         a.transfer_bytes == b.transfer_bytes;
+}
+
+bool operator==(const Sample& a, const Sample& b) {
+  return a.features == b.features && a.blocks == b.blocks &&
+         a.base_bytes == b.base_bytes && a.peak_bytes == b.peak_bytes &&
+         a.tail_bytes == b.tail_bytes &&
+         a.d2h_bytes_per_s == b.d2h_bytes_per_s &&
+         a.h2d_bytes_per_s == b.h2d_bytes_per_s && a.device == b.device;
 }
 
 absl::Status ValidateBudget(int64_t bytes, const std::string& field) {

@@ -69,7 +69,16 @@ struct Sample {
   // In (0, kMaxLinkBytesPerS].
   std::optional<double> d2h_bytes_per_s;
   std::optional<double> h2d_bytes_per_s;
+  // The device type the sample was measured on (DeviceType): a model's
+  // samples, and so its plans, are kept per device type. Empty: not said
+  // (older clients), a device type of its own.
+  std::string device;
 };
+
+// Equal in every field: an imported profile adds no sample its target
+// holds already.
+bool operator==(const BlockMeasurement& a, const BlockMeasurement& b);
+bool operator==(const Sample& a, const Sample& b);
 
 // Limits that keep one bad request from exhausting memory.
 inline constexpr int kMaxBlocks = 4096;
@@ -118,6 +127,12 @@ absl::Status ValidateFeatures(const ModelSpec& model, const Features& features,
 // bandwidths: (0, kMaxLinkBytesPerS]); else
 // INVALID_ARGUMENT naming the field and the range.
 absl::Status ValidateSample(const ModelSpec& model, const Sample& sample);
+
+// OK when `device` names a device type: empty (not said), or at most
+// kMaxNameLength characters of valid UTF-8; else INVALID_ARGUMENT naming
+// `field`.
+absl::Status ValidateDevice(const std::string& device,
+                            const std::string& field = "device");
 
 // OK when `bytes` is in (0, kMaxPeakBytes]; else INVALID_ARGUMENT naming
 // `field` and the range.

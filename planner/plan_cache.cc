@@ -36,7 +36,7 @@ bool PlanKey::operator==(const PlanKey& other) const {
   return budget_bytes == other.budget_bytes && model == other.model &&
          solver == other.solver && offload == other.offload &&
          offload_checkpoints == other.offload_checkpoints &&
-         bucket == other.bucket;
+         bucket == other.bucket && device == other.device;
 }
 
 size_t PlanKeyHash::operator()(const PlanKey& key) const {
@@ -47,6 +47,7 @@ size_t PlanKeyHash::operator()(const PlanKey& key) const {
   for (int64_t b : key.bucket) mix(std::hash<int64_t>()(b));
   mix(std::hash<int64_t>()(key.budget_bytes));
   mix(std::hash<std::string>()(key.solver));
+  mix(std::hash<std::string>()(key.device));
   mix(key.offload);
   mix(key.offload_checkpoints);
   return h;
@@ -104,10 +105,11 @@ void PlanCache::Insert(const PlanKey& key, std::shared_ptr<const Plan> plan) {
   }
 }
 
-void PlanCache::InvalidateModel(const std::string& model) {
+void PlanCache::InvalidateModel(const std::string& model,
+                                const std::string& device) {
   absl::MutexLock lock(&impl_->mu);
   for (auto it = impl_->lru.begin(); it != impl_->lru.end();) {
-    if (it->first.model == model) {
+    if (it->first.model == model && it->first.device == device) {
       impl_->index.erase(it->first);
       it = impl_->lru.erase(it);
       ++impl_->stats.invalidations;

@@ -28,6 +28,7 @@ struct PlanKey {
   std::string solver;
   bool offload = true;  // PlanRequest::offload
   bool offload_checkpoints = false;  // and PlanRequest::offload_checkpoints
+  std::string device;  // PlanRequest::device: the model's profile
   bool operator==(const PlanKey& other) const;
 };
 
@@ -57,8 +58,10 @@ class PlanCache {
                                      bool count_miss = true);
   // Inserts or replaces; evicts the least recently used beyond capacity.
   void Insert(const PlanKey& key, std::shared_ptr<const Plan> plan);
-  // Drops every plan of `model` (its estimator was refit).
-  void InvalidateModel(const std::string& model);
+  // Drops every plan of `model`'s profile for `device` (its estimator was
+  // refit).
+  void InvalidateModel(const std::string& model,
+                       const std::string& device = "");
   PlanCacheStats stats() const;
 
  private:

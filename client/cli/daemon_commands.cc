@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/batch_fit.h"
 #include "client/cli/exit_codes.h"
 #include "client/remote_planner.h"
@@ -32,6 +33,7 @@ using cli::kExitNotServing;
 using cli::kExitOk;
 using cli::kExitRejected;
 using cli::kExitUnreachable;
+using cli::kExitUsage;
 
 struct CommonArgs {
   std::string address = kDefaultDaemonAddress;
@@ -47,11 +49,14 @@ struct PlanArgs {
   std::string solver;
   bool no_offload = false;
   bool offload_checkpoints = false;
+  std::string device;
   // `plan --max-batch FEATURE`: the largest batch instead of the plan.
   std::string max_batch;
 };
 
-void AddCommon(CLI::App* sub, CommonArgs* args) {
+// `output_format`: the command prints a table or JSON (-o). `remat export`
+// writes a file instead, and its -o names it.
+void AddCommon(CLI::App* sub, CommonArgs* args, bool output_format = true) {
   sub->add_option("--address", args->address,
                   "rematd address: host:port or unix:/path")
       ->capture_default_str();
@@ -61,9 +66,11 @@ void AddCommon(CLI::App* sub, CommonArgs* args) {
                   "PEM client certificate, for a rematd with --tls-client-ca");
   sub->add_option("--tls-key", args->tls.key_file,
                   "PEM private key of --tls-cert");
-  sub->add_option("-o,--output", args->output, "table or json")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
+  if (output_format) {
+    sub->add_option("-o,--output", args->output, "table or json")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
+  }
   sub->add_option("--timeout-ms", args->timeout_ms, "Deadline of the call")
       ->check(CLI::Range(1, 600000))
       ->capture_default_str();
@@ -192,7 +199,14 @@ ProtoRequest MakePlanRequest(const PlanArgs& p) {
   request.set_solver(p.solver);
   request.set_no_offload(p.no_offload);
   request.set_offload_checkpoints(p.offload_checkpoints);
+  request.set_device(p.device);
   return request;
+}
+
+// A device type for people: the empty one is the profile of requests that
+// name none.
+std::string DeviceName(const std::string& device) {
+  return device.empty() ? "(unspecified)" : device;
 }
 
 // The channel to rematd, over TLS when a --tls-* option is given. Throws
@@ -262,20 +276,26 @@ int RunModels(const CommonArgs& args) {
     std::cout << ToJson(response);
     return kExitOk;
   }
-  std::vector<std::vector<std::string>> rows = {{"MODEL", "BLOCKS", "SAMPLES"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"MODEL", "BLOCKS", "SAMPLES", "DEVICES"}};
   for (const v1::ModelSummary& m : response.models()) {
+    std::vector<std::string> devices;
+    for (const std::string& d : m.devices()) devices.push_back(DeviceName(d));
     rows.push_back({m.name(), absl::StrCat(m.num_blocks()),
-                    absl::StrCat(m.num_samples())});
+                    absl::StrCat(m.num_samples()),
+                    absl::StrJoin(devices, "; ")});
   }
   PrintTable(rows);
   return kExitOk;
 }
 
-int RunModel(const CommonArgs& args, const std::string& name) {
+int RunModel(const CommonArgs& args, const std::string& name,
+             const std::string& device) {
   grpc::ClientContext context;
   SetDeadline(&context, args);
   v1::GetModelStateRequest request;
   request.set_model(name);
+  request.set_device(device);
   v1::GetModelStateResponse r;
   const grpc::Status s = Stub(args)->GetModelState(&context, request, &r);
   if (!s.ok()) return ReportError(s, args);
@@ -288,6 +308,7 @@ int RunModel(const CommonArgs& args, const std::string& name) {
     features += (features.empty() ? "" : ", ") + f;
   }
   PrintTable({{"model", r.model().name()},
+              {"device", DeviceName(r.device())},
               {"features", features},
               {"blocks", absl::StrCat(r.model().blocks_size())},
               {"samples", absl::StrCat(r.num_samples(), " fitted, ",
@@ -511,6 +532,58 @@ void AddPlanArgs(CLI::App* sub, PlanArgs* p) {
   sub->add_flag("--offload-checkpoints", p->offload_checkpoints,
                 "Plans may send checkpoints to host (RECOMPUTE_OFFLOAD), as "
                 "a trainer whose runtime can does");
+  sub->add_option("--device", p->device,
+                  "Device type whose profile plans (\"cpu\", or as "
+                  "`remat models` lists them; default: unspecified)");
+}
+
+int RunExport(const CommonArgs& args, const std::string& model,
+              const std::string& device, const std::string& file) {
+  grpc::ClientContext context;
+  SetDeadline(&context, args);
+  v1::ExportProfileRequest request;
+  request.set_model(model);
+  request.set_device(device);
+  v1::ExportProfileResponse response;
+  const grpc::Status s = Stub(args)->ExportProfile(&context, request, &response);
+  if (!s.ok()) return ReportError(s, args);
+  if (auto w = WriteProfileFile(file, response.profile()); !w.ok()) {
+    std::cerr << "remat: " << w.message() << "\n";
+    return kExitUsage;
+  }
+  std::cout << "exported " << model << " on " << DeviceName(device) << ": "
+            << response.profile().samples_size() << " samples ("
+            << response.profile().quarantined_size()
+            << " quarantined) to " << file << "\n";
+  return kExitOk;
+}
+
+int RunImport(const CommonArgs& args, const std::string& file,
+              const std::string& device, bool force_device) {
+  auto profile = ReadProfileFile(file);
+  if (!profile.ok()) {
+    std::cerr << "remat: " << profile.status().message() << "\n";
+    return kExitUsage;
+  }
+  grpc::ClientContext context;
+  SetDeadline(&context, args);
+  v1::ImportProfileRequest request;
+  *request.mutable_profile() = *std::move(profile);
+  request.set_device(device);
+  request.set_force_device(force_device);
+  v1::ImportProfileResponse r;
+  const grpc::Status s = Stub(args)->ImportProfile(&context, request, &r);
+  if (!s.ok()) return ReportError(s, args);
+  if (args.output == "json") {
+    std::cout << ToJson(r);
+    return kExitOk;
+  }
+  std::cout << "imported " << request.profile().model().name() << " on "
+            << DeviceName(r.device()) << ": " << r.added()
+            << " samples added (" << r.quarantined() << " quarantined), "
+            << r.already_held() << " held already"
+            << (r.registered() ? "; model registered" : "") << "\n";
+  return kExitOk;
 }
 
 }  // namespace
@@ -536,11 +609,62 @@ void AddDaemonCommands(CLI::App& app, int* exit_code) {
 
   auto model_args = std::make_shared<CommonArgs>();
   auto model_name = std::make_shared<std::string>();
+  auto model_device = std::make_shared<std::string>();
   CLI::App* model = app.add_subcommand(
-      "model", "One model: features, samples, fit quality, cache");
+      "model",
+      "One model's profile on one device type: features, samples, fit "
+      "quality, cache");
   AddCommon(model, model_args.get());
   model->add_option("name", *model_name, "Model name")->required();
-  model->callback([=] { *exit_code = RunModel(*model_args, *model_name); });
+  model->add_option("--device", *model_device,
+                    "Device type (default: unspecified)");
+  model->callback([=] {
+    *exit_code = RunModel(*model_args, *model_name, *model_device);
+  });
+
+  auto export_args = std::make_shared<CommonArgs>();
+  auto export_model = std::make_shared<std::string>();
+  auto export_device = std::make_shared<std::string>();
+  auto export_file = std::make_shared<std::string>();
+  CLI::App* export_cmd = app.add_subcommand(
+      "export",
+      "Write a model's profile on one device type (spec, samples, "
+      "quarantine) to a file, for `remat import` or `rematd --import` on "
+      "another node");
+  AddCommon(export_cmd, export_args.get(), /*output_format=*/false);
+  export_cmd->add_option("model", *export_model, "Model name")->required();
+  export_cmd->add_option("--device", *export_device,
+                         "Device type (default: unspecified)");
+  export_cmd->add_option("-o,--output", *export_file, "File to write")
+      ->required();
+  export_cmd->callback([=] {
+    *exit_code =
+        RunExport(*export_args, *export_model, *export_device, *export_file);
+  });
+
+  auto import_args = std::make_shared<CommonArgs>();
+  auto import_file = std::make_shared<std::string>();
+  auto import_device = std::make_shared<std::string>();
+  auto import_force = std::make_shared<bool>(false);
+  CLI::App* import_cmd = app.add_subcommand(
+      "import",
+      "Add a profile `remat export` wrote to rematd (registers the model; "
+      "samples held already are not added again)");
+  AddCommon(import_cmd, import_args.get());
+  import_cmd->add_option("file", *import_file, "Profile file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  import_cmd->add_option("--device", *import_device,
+                         "Import into this device type's profile (default: "
+                         "the file's); another than the file's is refused "
+                         "without --force-device");
+  import_cmd->add_flag("--force-device", *import_force,
+                       "Import a profile measured on another device type "
+                       "as --device's");
+  import_cmd->callback([=] {
+    *exit_code = RunImport(*import_args, *import_file, *import_device,
+                           *import_force);
+  });
 
   auto plan_args = std::make_shared<CommonArgs>();
   auto plan_params = std::make_shared<PlanArgs>();

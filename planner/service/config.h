@@ -66,6 +66,7 @@ CoreOptions ToCoreOptions(const v1::DaemonConfig& config);
 struct DaemonFlags {
   std::string config_file;
   bool validate_config = false;
+  std::vector<std::string> import_files;  // --import: profiles to seed
   std::string listen;
   std::string unix_socket;
   std::string unix_socket_mode;

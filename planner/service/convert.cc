@@ -1,5 +1,9 @@
 #include "planner/service/convert.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <set>
 #include <utility>
 
@@ -96,6 +100,7 @@ absl::StatusOr<Sample> SampleFromProto(const ModelSpec& spec,
   if (proto.has_h2d_bytes_per_s()) {
     sample.h2d_bytes_per_s = proto.h2d_bytes_per_s();
   }
+  sample.device = proto.device();
   return sample;
 }
 
@@ -120,6 +125,7 @@ void SampleToProto(const ModelSpec& spec, const Sample& sample,
   if (sample.h2d_bytes_per_s) {
     proto->set_h2d_bytes_per_s(*sample.h2d_bytes_per_s);
   }
+  proto->set_device(sample.device);
 }
 
 absl::StatusOr<Action> ActionFromProto(int action, const std::string& field) {
@@ -336,6 +342,7 @@ absl::StatusOr<Outcome> OutcomeFromProto(
   if (proto.has_reserved_peak_bytes()) {
     outcome.reserved_peak_bytes = proto.reserved_peak_bytes();
   }
+  outcome.device = proto.device();
   return outcome;
 }
 
@@ -353,6 +360,7 @@ void OutcomeToProto(const ModelSpec& spec, const Outcome& outcome,
   if (outcome.reserved_peak_bytes) {
     proto->set_reserved_peak_bytes(*outcome.reserved_peak_bytes);
   }
+  proto->set_device(outcome.device);
 }
 
 void VerdictToProto(const SampleVerdict& verdict, v1::SampleVerdict* proto) {
@@ -403,12 +411,47 @@ void ModelStateToProto(const ModelState& state, const PlanCacheStats& cache,
   proto->set_outcomes_quarantined(state.outcomes_quarantined);
   proto->set_reserved_ratio(state.reserved_ratio);
   proto->set_reserved_outcomes(state.reserved_outcomes);
+  proto->set_device(state.device);
   v1::CacheStats* c = proto->mutable_cache();
   c->set_hits(cache.hits);
   c->set_misses(cache.misses);
   c->set_evictions(cache.evictions);
   c->set_invalidations(cache.invalidations);
   c->set_size(cache.size);
+}
+
+absl::StatusOr<v1::Profile> ReadProfileFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  v1::Profile profile;
+  if (!profile.ParseFromIstream(&in) || profile.format_version() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a profile (the files `remat export` writes)"));
+  }
+  return profile;
+}
+
+absl::Status WriteProfileFile(const std::string& path,
+                              const v1::Profile& profile) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out || !profile.SerializeToOstream(&out) || !out.flush()) {
+      std::remove(temporary.c_str());
+      return absl::UnavailableError(
+          absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot write: ", why));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace remat

@@ -82,6 +82,14 @@ absl::StatusOr<SampleVerdict> VerdictFromProto(const v1::SampleVerdict& proto,
 void ModelStateToProto(const ModelState& state, const PlanCacheStats& cache,
                        v1::GetModelStateResponse* proto);
 
+// A profile file (`remat export` writes one, `remat import` and
+// `rematd --import` read it): the serialised v1::Profile. Read errors name
+// the path and what is wrong; a write lands whole or not at all (a
+// temporary file renamed over the path).
+absl::StatusOr<v1::Profile> ReadProfileFile(const std::string& path);
+absl::Status WriteProfileFile(const std::string& path,
+                              const v1::Profile& profile);
+
 }  // namespace remat
 
 #endif  // REMAT_PLANNER_SERVICE_CONVERT_H_

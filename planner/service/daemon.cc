@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "planner/service/config.h"
+#include "planner/service/convert.h"
 #include "planner/service/logging.h"
 #include "planner/service/status_convert.h"
 #include "planner/service/unix_socket.h"
@@ -32,6 +33,14 @@ constexpr char kPlannerServiceName[] = "remat.v1.Planner";
 // Consecutive sample records of one model are replayed as one AddSamples
 // (one refit) up to this many samples.
 constexpr size_t kReplayBatchSamples = 20000;
+
+// The device type a samples record's batch was measured on (its samples
+// all name one): batches of different device types never merge.
+const std::string& SamplesDevice(const v1::WalRecord& record) {
+  static const std::string kNone;
+  const auto& samples = record.samples().samples();
+  return samples.empty() ? kNone : samples[0].device();
+}
 // Largest request the health listener reads: a HealthCheckRequest is a
 // service name.
 constexpr int kHealthMaxMessageBytes = 4096;
@@ -107,7 +116,7 @@ Daemon::Daemon(v1::DaemonConfig config) : config_(std::move(config)) {}
 
 Daemon::~Daemon() { Shutdown(); }
 
-absl::Status Daemon::Start() {
+absl::Status Daemon::Start(const std::vector<std::string>& import_files) {
   core_ = std::make_unique<PlannerCore>(ToCoreOptions(config_));
 
   // The log must be open before the service exists (the service appends to
@@ -270,6 +279,7 @@ absl::Status Daemon::Start() {
         while (j < records.size() && records[j].has_samples() &&
                plain(records[j]) &&
                records[j].samples().model() == records[i].samples().model() &&
+               SamplesDevice(records[j]) == SamplesDevice(records[i]) &&
                n + records[j].samples().samples_size() <= kReplayBatchSamples) {
           for (const auto& s : records[j].samples().samples()) {
             *merged.mutable_samples()->add_samples() = s;
@@ -315,6 +325,12 @@ absl::Status Daemon::Start() {
     }
   }
 
+  for (const std::string& file : import_files) {
+    if (auto s = ImportFile(file); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--import ", file, ": ",
+                                                 s.message()));
+    }
+  }
   // A log that grew past the threshold in an earlier run shrinks now.
   service_->MaybeCompactLog();
   service_->SetReady(true);
@@ -335,6 +351,15 @@ absl::Status Daemon::Start() {
             {"health_port", health_port_},
             {"state_dir", config_.state_dir()}});
   return absl::OkStatus();
+}
+
+absl::Status Daemon::ImportFile(const std::string& path) {
+  auto profile = ReadProfileFile(path);
+  if (!profile.ok()) return profile.status();
+  v1::ImportProfileRequest request;
+  *request.mutable_profile() = *std::move(profile);
+  v1::ImportProfileResponse response;
+  return service_->Import(request, &response);
 }
 
 absl::Status Daemon::StartHealthListener() {
@@ -550,6 +575,10 @@ void Daemon::ServePlanner() {
              &PlannerService::ListModels);
   on_workers("GetModelState", &P::RequestGetModelState,
              &PlannerService::GetModelState);
+  on_workers("ExportProfile", &P::RequestExportProfile,
+             &PlannerService::ExportProfile);
+  on_pool(report_workers_.get(), "ImportProfile", &P::RequestImportProfile,
+          &PlannerService::ImportProfile);
 }
 
 void Daemon::Wait() {

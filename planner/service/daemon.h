@@ -48,7 +48,10 @@ class Daemon {
   explicit Daemon(v1::DaemonConfig config);
   ~Daemon();  // Shuts down.
 
-  absl::Status Start();
+  // Replays the log, imports `import_files` (profiles `remat export`
+  // wrote; rematd --import), then serves. A file that cannot be imported
+  // is an error naming it.
+  absl::Status Start(const std::vector<std::string>& import_files = {});
   // Bound ports (after Start); 0 when that endpoint is off.
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
@@ -71,6 +74,8 @@ class Daemon {
   std::function<void(const grpc::Status&)> CountAs(const char* method);
   HttpResponse HandleHttp(const std::string& path);
   absl::Status WritePortFile() const;
+  // Imports one profile file (rematd --import) through the service.
+  absl::Status ImportFile(const std::string& path);
   // Binds health_listen: a server of its own with only health_listener_.
   absl::Status StartHealthListener();
   void StopHealthListener();

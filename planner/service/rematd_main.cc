@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   remat::InitLogging(config->log_format(), config->log_level());
   remat::Daemon daemon(*config);
-  if (absl::Status s = daemon.Start(); !s.ok()) {
+  if (absl::Status s = daemon.Start(flags.import_files); !s.ok()) {
     remat::LogEvent(spdlog::level::err, "cannot_start",
                     {{"error", std::string(s.message())}});
     daemon.Shutdown();

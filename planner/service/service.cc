@@ -5,7 +5,10 @@
 #include <exception>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "planner/service/convert.h"
 #include "planner/service/logging.h"
 #include "planner/service/status_convert.h"
@@ -43,6 +46,7 @@ absl::Status ToPlanRequest(const PlannerCore& core, const ProtoRequest& request,
   out->solver = request.solver();
   out->offload = !request.no_offload();
   out->offload_checkpoints = request.offload_checkpoints();
+  out->device = request.device();
   return absl::OkStatus();
 }
 
@@ -222,14 +226,20 @@ grpc::Status PlannerService::ListModels(grpc::ServerContext*,
         std::vector<std::string> names = core_->ListModels();
         std::sort(names.begin(), names.end());
         for (const std::string& name : names) {
-          auto state = core_->GetModelState(name);
-          if (!state.ok())
-            continue;  // raced with nothing: no
-                       // removals exist
+          // Models and profiles are never removed: these cannot fail.
+          auto spec = core_->GetModelSpec(name);
+          auto devices = core_->ListDevices(name);
+          if (!spec.ok() || !devices.ok()) continue;
           v1::ModelSummary* m = response->add_models();
           m->set_name(name);
-          m->set_num_blocks(static_cast<uint32_t>(state->spec.blocks.size()));
-          m->set_num_samples(state->num_samples);
+          m->set_num_blocks(static_cast<uint32_t>((*spec)->blocks.size()));
+          uint64_t samples = 0;
+          for (const std::string& device : *devices) {
+            m->add_devices(device);
+            auto state = core_->GetModelState(name, device);
+            if (state.ok()) samples += state->num_samples;
+          }
+          m->set_num_samples(samples);
         }
         return absl::OkStatus();
       }));
@@ -241,6 +251,22 @@ grpc::Status PlannerService::GetModelState(
   REMAT_CHECK_READY("GetModelState");
   return Finish("GetModelState",
                 Guarded([&] { return DoGetModelState(*request, response); }));
+}
+
+grpc::Status PlannerService::ExportProfile(
+    grpc::ServerContext*, const v1::ExportProfileRequest* request,
+    v1::ExportProfileResponse* response) {
+  REMAT_CHECK_READY("ExportProfile");
+  return Finish("ExportProfile",
+                Guarded([&] { return DoExportProfile(*request, response); }));
+}
+
+grpc::Status PlannerService::ImportProfile(
+    grpc::ServerContext*, const v1::ImportProfileRequest* request,
+    v1::ImportProfileResponse* response) {
+  REMAT_CHECK_READY("ImportProfile");
+  return Finish("ImportProfile",
+                Guarded([&] { return Import(*request, response); }));
 }
 
 #undef REMAT_CHECK_READY
@@ -484,9 +510,165 @@ absl::Status PlannerService::DoGetModelState(
     const v1::GetModelStateRequest& request,
     v1::GetModelStateResponse* response) {
   if (request.model().empty()) return Required("model");
-  auto state = core_->GetModelState(request.model());
+  auto state = core_->GetModelState(request.model(), request.device());
   if (!state.ok()) return state.status();
   ModelStateToProto(*state, core_->cache_stats(), response);
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoExportProfile(
+    const v1::ExportProfileRequest& request,
+    v1::ExportProfileResponse* response) {
+  if (request.model().empty()) return Required("model");
+  auto held = core_->GetProfileSamples(request.model(), request.device());
+  if (!held.ok()) return held.status();
+  v1::Profile* profile = response->mutable_profile();
+  profile->set_format_version(kProfileFormatVersion);
+  ModelSpecToProto(*held->spec, profile->mutable_model());
+  profile->set_device(request.device());
+  for (const Sample& s : held->fitted) {
+    SampleToProto(*held->spec, s, profile->add_samples());
+  }
+  for (const Sample& s : held->quarantined) {
+    profile->add_quarantined(static_cast<uint32_t>(profile->samples_size()));
+    SampleToProto(*held->spec, s, profile->add_samples());
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A sample as one string, equal for equal samples: what a profile holds
+// already is not imported again.
+std::string SampleKey(const ModelSpec& spec, const Sample& sample) {
+  v1::Sample proto;
+  SampleToProto(spec, sample, &proto);
+  std::string key;
+  google::protobuf::io::StringOutputStream out(&key);
+  google::protobuf::io::CodedOutputStream coded(&out);
+  coded.SetSerializationDeterministic(true);
+  proto.SerializeToCodedStream(&coded);
+  return key;
+}
+
+}  // namespace
+
+absl::Status PlannerService::Import(const v1::ImportProfileRequest& request,
+                                    v1::ImportProfileResponse* response) {
+  // Validate the whole profile first: nothing is stored for a bad one.
+  const v1::Profile& profile = request.profile();
+  if (profile.format_version() == 0) {
+    return absl::InvalidArgumentError(
+        "profile.format_version: missing; this is not a profile that "
+        "`remat export` wrote");
+  }
+  if (profile.format_version() > kProfileFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "profile.format_version: ", profile.format_version(),
+        " is newer than this rematd reads (", kProfileFormatVersion,
+        "); import it with a newer rematd"));
+  }
+  if (!profile.has_model()) return Required("profile.model");
+  const ModelSpec spec = ModelSpecFromProto(profile.model());
+  if (auto s = ValidateModelSpec(spec); !s.ok()) {
+    return Prefixed("profile.model.", s);
+  }
+  if (auto s = ValidateDevice(profile.device(), "profile.device"); !s.ok()) {
+    return s;
+  }
+  if (auto s = ValidateDevice(request.device()); !s.ok()) return s;
+  const std::string device =
+      request.device().empty() ? profile.device() : request.device();
+  if (device != profile.device() && !request.force_device()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device: the profile was measured on \"", profile.device(),
+        "\", not \"", device, "\"; plans for \"", device,
+        "\" would come from another device's samples. Import it as it is "
+        "(no device), or force it (force_device, remat import "
+        "--force-device)"));
+  }
+  std::vector<Sample> samples;
+  samples.reserve(profile.samples_size());
+  for (int i = 0; i < profile.samples_size(); ++i) {
+    const std::string field = absl::StrCat("profile.samples[", i, "]");
+    auto sample = SampleFromProto(spec, profile.samples(i), field);
+    if (!sample.ok()) return sample.status();
+    if (sample->device != profile.device()) {
+      return InvalidField(
+          field + ".device",
+          absl::StrCat("\"", sample->device, "\" differs from profile.device \"",
+                       profile.device(), "\""));
+    }
+    if (auto s = ValidateSample(spec, *sample); !s.ok()) {
+      return Prefixed(field + ".", s);
+    }
+    sample->device = device;
+    samples.push_back(*std::move(sample));
+  }
+  std::vector<bool> hold(samples.size(), false);
+  for (int k = 0; k < profile.quarantined_size(); ++k) {
+    const uint32_t i = profile.quarantined(k);
+    if (i >= samples.size()) {
+      return InvalidField(absl::StrCat("profile.quarantined[", k, "]"),
+                          absl::StrCat(i, " is past the profile's ",
+                                       samples.size(), " samples"));
+    }
+    hold[i] = true;
+  }
+  if (auto registered = core_->GetModelSpec(spec.name); registered.ok()) {
+    if (auto s = core_->RegisterModel(spec); !s.ok()) {
+      return Prefixed("profile.", s);  // ALREADY_EXISTS: another shape
+    }
+  } else {
+    v1::RegisterModelRequest registration;
+    *registration.mutable_model() = profile.model();
+    v1::RegisterModelResponse registered_now;
+    if (auto s = DoRegisterModel(registration, &registered_now); !s.ok()) {
+      return s;
+    }
+    response->set_registered(registered_now.created());
+  }
+  response->set_device(device);
+
+  // Leave out what the profile holds already.
+  absl::MutexLock lock(&import_mu_);
+  auto held = core_->GetProfileSamples(spec.name, device);
+  if (!held.ok()) return held.status();
+  absl::flat_hash_set<std::string> known;
+  for (const auto* list : {&held->fitted, &held->quarantined}) {
+    for (const Sample& s : *list) known.insert(SampleKey(spec, s));
+  }
+  std::vector<Sample> fresh;
+  std::vector<bool> fresh_hold;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (!known.insert(SampleKey(spec, samples[i])).second) continue;
+    fresh.push_back(std::move(samples[i]));
+    fresh_hold.push_back(hold[i]);
+  }
+  response->set_already_held(static_cast<uint32_t>(samples.size() - fresh.size()));
+  if (fresh.empty()) return absl::OkStatus();
+  size_t quarantined = 0;
+  AddSamplesOptions options;
+  options.hold = &fresh_hold;
+  options.quarantined = &quarantined;
+  options.commit = [&](const SampleVerdict& verdict) {
+    v1::WalRecord record;
+    v1::ReportSamplesRequest* logged = record.mutable_samples();
+    logged->set_model(spec.name);
+    for (const Sample& s : fresh) SampleToProto(spec, s, logged->add_samples());
+    VerdictToProto(verdict, record.mutable_verdict());
+    return Log(record);
+  };
+  if (auto s = core_->AddSamples(spec.name, fresh, options); !s.ok()) return s;
+  metrics_->CountSamples(fresh.size(), quarantined);
+  response->set_added(static_cast<uint32_t>(fresh.size()));
+  response->set_quarantined(static_cast<uint32_t>(quarantined));
+  LogEvent(spdlog::level::info, "profile_imported",
+           {{"model", spec.name},
+            {"device", device},
+            {"added", fresh.size()},
+            {"quarantined", quarantined},
+            {"already_held", samples.size() - fresh.size()}});
   return absl::OkStatus();
 }
 
@@ -524,7 +706,7 @@ absl::Status ApplyWalRecord(PlannerCore* core, const v1::WalRecord& record) {
     case v1::WalRecord::kOutcomeTally: {
       const v1::OutcomeTally& t = record.outcome_tally();
       return core->AddOutcomeCounts(t.model(), t.outcomes(), t.out_of_memory(),
-                                    t.quarantined());
+                                    t.quarantined(), t.device());
     }
     case v1::WalRecord::RECORD_NOT_SET:
       break;

@@ -87,6 +87,17 @@ class PlannerService final {
   grpc::Status GetModelState(grpc::ServerContext* context,
                              const v1::GetModelStateRequest* request,
                              v1::GetModelStateResponse* response);
+  grpc::Status ExportProfile(grpc::ServerContext* context,
+                             const v1::ExportProfileRequest* request,
+                             v1::ExportProfileResponse* response);
+  grpc::Status ImportProfile(grpc::ServerContext* context,
+                             const v1::ImportProfileRequest* request,
+                             v1::ImportProfileResponse* response);
+
+  // ImportProfile without a call: what `rematd --import` runs before the
+  // daemon is ready.
+  absl::Status Import(const v1::ImportProfileRequest& request,
+                      v1::ImportProfileResponse* response);
 
  private:
   absl::Status DoRegisterModel(const v1::RegisterModelRequest& request,
@@ -103,6 +114,8 @@ class PlannerService final {
                              v1::ExplainPlanResponse* response);
   absl::Status DoGetModelState(const v1::GetModelStateRequest& request,
                                v1::GetModelStateResponse* response);
+  absl::Status DoExportProfile(const v1::ExportProfileRequest& request,
+                               v1::ExportProfileResponse* response);
 
   // Appends to the WAL when there is one; UNAVAILABLE when it fails.
   absl::Status Log(const v1::WalRecord& record);
@@ -115,10 +128,15 @@ class PlannerService final {
   const ServiceLimits limits_;
   std::atomic<bool> ready_{false};
   absl::Mutex register_mu_;  // orders registrations in the log
+  // One import at a time: what a profile holds is read, then added to.
+  absl::Mutex import_mu_;
   absl::Mutex compact_mu_;   // one compaction at a time
   // The log size that triggers the next compaction.
   std::atomic<int64_t> next_compaction_bytes_;
 };
+
+// The Profile.format_version this daemon writes and the newest it reads.
+inline constexpr uint32_t kProfileFormatVersion = 1;
 
 // Applies one replayed log record to `core` (no logging). Errors are what
 // the core said; replay logs them and moves on.
