@@ -165,6 +165,7 @@ PlanRequest PlanChooser::Request(const Features& features,
   request.solver = options_.solver;
   request.offload = options_.offload;
   request.offload_checkpoints = options_.offload_checkpoints;
+  request.device = options_.device;
   return request;
 }
 

@@ -65,6 +65,10 @@ struct PlanChooserOptions {
   // With `offload`: the runtime can also send checkpoints to host
   // (RECOMPUTE_OFFLOAD), and the planner is asked for plans that may.
   bool offload_checkpoints = false;
+  // The device type the steps run on (MemorySource::device_type): plans
+  // come from its profile, and samples and outcomes join it. Empty: not
+  // said.
+  std::string device;
 };
 
 struct PlanChoice {

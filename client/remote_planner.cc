@@ -73,6 +73,7 @@ ProtoRequest PlanRequestToProto(const ModelSpec& spec,
   proto.set_solver(request.solver);
   proto.set_no_offload(!request.offload);
   proto.set_offload_checkpoints(request.offload_checkpoints);
+  proto.set_device(request.device);
   return proto;
 }
 
@@ -314,9 +315,10 @@ absl::Status RemotePlanner::ReportOutcome(const Outcome& outcome) {
 }
 
 absl::StatusOr<v1::GetModelStateResponse> RemotePlanner::GetModelState(
-    const std::string& model) {
+    const std::string& model, const std::string& device) {
   v1::GetModelStateRequest request;
   request.set_model(model);
+  request.set_device(device);
   v1::GetModelStateResponse response;
   const grpc::Status s =
       Invoke(channel_error_, options_, Clock::now() + options_.call_deadline,

@@ -104,7 +104,7 @@ class RemotePlanner final : public Planner {
 
   // Not part of Planner: for tools and tests.
   absl::StatusOr<v1::GetModelStateResponse> GetModelState(
-      const std::string& model);
+      const std::string& model, const std::string& device = "");
   absl::StatusOr<v1::ListModelsResponse> ListModels();
   absl::StatusOr<v1::ExplainPlanResponse> ExplainPlan(
       const PlanRequest& request);

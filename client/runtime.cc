@@ -277,6 +277,10 @@ PlanChooserOptions PlannedModel::ChooserOptions(
   PlanChooserOptions o = options.chooser();
   o.offload = model.copy_engine() != nullptr;
   o.offload_checkpoints = o.offload;  // RECOMPUTE_OFFLOAD runs here too
+  // The profile is the measured device's unless the caller named one.
+  if (o.device.empty() && options.memory() != nullptr) {
+    o.device = options.memory()->device_type();
+  }
   return o;
 }
 

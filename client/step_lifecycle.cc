@@ -152,6 +152,7 @@ absl::Status StepSession::Measure(int64_t copy_wait_ns, bool unwinding,
     absl::StatusOr<Sample> sample = sampler_->EndStep(features_);
     if (sample.ok()) {
       sample_ = *std::move(sample);
+      sample_->device = owner_->chooser_->options().device;
       peak_bytes_ = sample_->peak_bytes;
     } else {
       status = sample.status();
@@ -182,6 +183,7 @@ absl::Status StepSession::Measure(int64_t copy_wait_ns, bool unwinding,
       peak_bytes_.has_value()) {
     Outcome o;
     o.model = owner_->chooser_->model().name;
+    o.device = owner_->chooser_->options().device;
     o.features = features_;
     o.actions = choice_.actions;
     // As the plan predicted it: without what the step held from before.

@@ -33,6 +33,7 @@ class CpuMemoryTracker final : public MemorySource {
   int64_t peak_bytes() const override;
   void reset_peak() override;
   bool absolute() const override { return false; }
+  std::string device_type() const override { return "cpu"; }
 
   // Installs the tracker on the calling thread until the returned object is
   // destroyed (on the same thread). Nested attachments are fine.

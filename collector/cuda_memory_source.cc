@@ -2,6 +2,9 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
 
 namespace remat {
 namespace {
@@ -40,5 +43,14 @@ int64_t CudaMemorySource::out_of_memory_count() const {
 void CudaMemorySource::reset_peak() { alloc::resetPeakStats(device_); }
 
 void CudaMemorySource::Synchronize() { c10::cuda::device_synchronize(); }
+
+std::string CudaMemorySource::device_type() const {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, device_) != cudaSuccess) {
+    return "";
+  }
+  return std::string(properties.name) + ", " +
+         std::to_string(properties.totalGlobalMem >> 20) + " MiB";
+}
 
 }  // namespace remat

@@ -28,6 +28,9 @@ class CudaMemorySource final : public MemorySource {
   // Waits for the device (c10::cuda::device_synchronize).
   void Synchronize() override;
   int64_t out_of_memory_count() const override;
+  // The device's name and total memory in MiB (cudaGetDeviceProperties),
+  // as torch.cuda.get_device_name and get_device_properties give them.
+  std::string device_type() const override;
 
   int device_index() const { return device_; }
 

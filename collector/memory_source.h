@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace remat {
 
@@ -62,6 +63,12 @@ class MemorySource {
   // runs; nullptr when it needs nothing. The caller keeps the returned
   // object alive for the step and destroys it on the same thread.
   virtual std::unique_ptr<Attachment> Attach() { return nullptr; }
+
+  // The device type measured here, whose profile the planner keeps its
+  // samples and plans in (proto/remat.proto, "Device types"): "cpu", or a
+  // CUDA device's name and total memory ("NVIDIA H100 80GB HBM3, 81559
+  // MiB"); empty when the source cannot tell (scripted sources).
+  virtual std::string device_type() const { return ""; }
 };
 
 // A scripted source for tests: the test moves current_bytes by hand.

@@ -362,7 +362,7 @@ def probe_health_command(probe):
     return flag_value(cmd, "--address"), flag_value(cmd, "--service") or ""
 
 
-def check_manifests(k8s, config, cm, ds, trainer, netpol):
+def check_manifests(k8s, config, cm, ds, trainers, netpol):
     """Returns {probe kind: (command or None, service)} for the live checks."""
     listen = config.get("listen", "127.0.0.1:7421")
     listen_port = split_host_port(listen)[1] if listen else None
@@ -527,27 +527,37 @@ def check_manifests(k8s, config, cm, ds, trainer, netpol):
         check(listen_port not in open_ports,
               f"networkpolicy: admits the gRPC port {listen_port} to other pods")
 
-    # The example trainer.
-    tspec = trainer["spec"]
-    train = tspec["containers"][0]
-    env = {e["name"]: e.get("value") for e in train.get("env", [])}
-    check(env.get("REMAT_ADDRESS") == "unix:" + socket_path,
-          f"trainer-pod: REMAT_ADDRESS {env.get('REMAT_ADDRESS')} is not "
-          f"unix:{socket_path}")
-    targs = list(train.get("command", [])) + list(train.get("args", []))
-    check(flag_value(targs, "--planner") == "$(REMAT_ADDRESS)",
-          "trainer-pod: the trainer is not given --planner $(REMAT_ADDRESS)")
-    tm = mount_at(train, socket_dir)
-    if check(tm is not None, f"trainer-pod: {socket_dir} is not mounted"):
-        tv = volume(tspec, tm["name"]) or {}
-        check(tv.get("hostPath", {}).get("path") == host_socket_dir,
-              f"trainer-pod: mounts host {tv.get('hostPath', {}).get('path')}, "
-              f"rematd's socket directory is host {host_socket_dir}")
+    # Profiles rematd imports at start: a read-only mount.
+    imported = flag_value(args, "--import")
+    if imported is not None:
+        m = mount_at(rematd, imported)
+        if check(m is not None,
+                 f"daemonset: --import {imported} is not mounted in rematd"):
+            check(m.get("readOnly") is True,
+                  f"daemonset: --import {imported} is mounted writable")
+
+    # The example trainers: a pod, and a job's pod per GPU.
     group = (rematd.get("securityContext") or {}).get("runAsGroup")
-    check(group is not None
-          and group in tspec.get("securityContext", {}).get("supplementalGroups", []),
-          f"trainer-pod: not in rematd's group {group}, which the socket's "
-          "mode lets connect")
+    for what, tspec in trainers:
+        train = tspec["containers"][0]
+        env = {e["name"]: e.get("value") for e in train.get("env", [])}
+        check(env.get("REMAT_ADDRESS") == "unix:" + socket_path,
+              f"{what}: REMAT_ADDRESS {env.get('REMAT_ADDRESS')} is not "
+              f"unix:{socket_path}")
+        targs = list(train.get("command", [])) + list(train.get("args", []))
+        check(flag_value(targs, "--planner") == "$(REMAT_ADDRESS)",
+              f"{what}: the trainer is not given --planner $(REMAT_ADDRESS)")
+        tm = mount_at(train, socket_dir)
+        if check(tm is not None, f"{what}: {socket_dir} is not mounted"):
+            tv = volume(tspec, tm["name"]) or {}
+            check(tv.get("hostPath", {}).get("path") == host_socket_dir,
+                  f"{what}: mounts host {tv.get('hostPath', {}).get('path')}, "
+                  f"rematd's socket directory is host {host_socket_dir}")
+        check(group is not None
+              and group in tspec.get("securityContext", {}).get(
+                  "supplementalGroups", []),
+              f"{what}: not in rematd's group {group}, which the socket's "
+              "mode lets connect")
 
     with open(os.path.join(k8s, "kustomization.yaml")) as f:
         kust = yaml.safe_load(f)
@@ -569,6 +579,9 @@ def main():
     cm = one(load_yaml(os.path.join(k8s, "configmap.yaml")), "ConfigMap", "configmap.yaml")
     ds = one(load_yaml(os.path.join(k8s, "daemonset.yaml")), "DaemonSet", "daemonset.yaml")
     trainer = one(load_yaml(os.path.join(k8s, "trainer-pod.yaml")), "Pod", "trainer-pod.yaml")
+    job = one(load_yaml(os.path.join(k8s, "trainer-job.yaml")), "Job", "trainer-job.yaml")
+    trainers = [("trainer-pod", trainer["spec"]),
+                ("trainer-job", job["spec"]["template"]["spec"])]
     netpol = one(load_yaml(os.path.join(k8s, "networkpolicy.yaml")),
                  "NetworkPolicy", "networkpolicy.yaml")
     config_text = cm["data"]["rematd.json"]
@@ -585,7 +598,7 @@ def main():
               f"configmap: {key} is {config.get(key)!r}, rematd.example.json "
               f"has {example.get(key)!r}")
 
-    probes = check_manifests(k8s, config, cm, ds, trainer, netpol) or {}
+    probes = check_manifests(k8s, config, cm, ds, trainers, netpol) or {}
 
     tmp = tempfile.mkdtemp(prefix="remat-manifests.", dir="/tmp")  # short: socket path
     daemon = None

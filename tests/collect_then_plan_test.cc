@@ -70,7 +70,8 @@ TEST_CASE("steps collect until the estimator is trusted, then plan") {
     CHECK(step->sample()->blocks.size() == 6);
   }
   REQUIRE(collects >= 1);
-  auto state = planner.core().GetModelState("mlp_chain");
+  // The tracker measures the CPU: the samples are its profile's.
+  auto state = planner.core().GetModelState("mlp_chain", "cpu");
   REQUIRE(state.ok());
   // Every collect step's sample but the warm-up step's (the first).
   CHECK(state->num_samples == static_cast<size_t>(collects) - 1);

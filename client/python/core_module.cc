@@ -104,6 +104,9 @@ class PyMemorySource : public MemorySource {
     PYBIND11_OVERRIDE(std::optional<int64_t>, MemorySource,
                       reserved_peak_bytes);
   }
+  std::string device_type() const override {
+    PYBIND11_OVERRIDE(std::string, MemorySource, device_type);
+  }
 };
 
 // A MemorySource::Attachment as a context manager; detach() (or leaving
@@ -180,7 +183,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("peak_bytes", &Sample::peak_bytes)
       .def_readwrite("tail_bytes", &Sample::tail_bytes)
       .def_readwrite("d2h_bytes_per_s", &Sample::d2h_bytes_per_s)
-      .def_readwrite("h2d_bytes_per_s", &Sample::h2d_bytes_per_s);
+      .def_readwrite("h2d_bytes_per_s", &Sample::h2d_bytes_per_s)
+      .def_readwrite("device", &Sample::device);
 
   py::class_<Outcome>(m, "Outcome")
       .def(py::init<>())
@@ -192,7 +196,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("out_of_memory", &Outcome::out_of_memory)
       .def_readwrite("plan_source", &Outcome::plan_source)
       .def_readwrite("copy_wait_ns", &Outcome::copy_wait_ns)
-      .def_readwrite("reserved_peak_bytes", &Outcome::reserved_peak_bytes);
+      .def_readwrite("reserved_peak_bytes", &Outcome::reserved_peak_bytes)
+      .def_readwrite("device", &Outcome::device);
 
   py::class_<Plan, std::shared_ptr<Plan>>(m, "Plan")
       .def_readonly("actions", &Plan::actions)
@@ -243,8 +248,9 @@ PYBIND11_MODULE(_core, m) {
           "get_plan",
           [](Planner& p, const std::string& model, Features features,
              int64_t budget_bytes, const std::string& solver, bool offload,
-             bool offload_checkpoints) {
+             bool offload_checkpoints, const std::string& device) {
             PlanRequest request;
+            request.device = device;
             request.model = model;
             request.features = std::move(features);
             request.budget_bytes = budget_bytes;
@@ -255,7 +261,7 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("model"), py::arg("features"), py::arg("budget_bytes"),
           py::arg("solver") = "", py::arg("offload") = true,
-          py::arg("offload_checkpoints") = false)
+          py::arg("offload_checkpoints") = false, py::arg("device") = "")
       .def(
           "report_samples",
           [](Planner& p, const std::string& model,
@@ -290,13 +296,15 @@ PYBIND11_MODULE(_core, m) {
            py::arg("host_link_bytes_per_s") = 0.0)
       .def(
           "model_state",
-          [](LocalPlanner& p, const std::string& model) {
-            return Value(p.core().GetModelState(model));
+          [](LocalPlanner& p, const std::string& model,
+             const std::string& device) {
+            return Value(p.core().GetModelState(model, device));
           },
-          py::arg("model"));
+          py::arg("model"), py::arg("device") = "");
 
   py::class_<ModelState>(m, "ModelState")
       .def_readonly("spec", &ModelState::spec)
+      .def_readonly("device", &ModelState::device)
       .def_readonly("num_samples", &ModelState::num_samples)
       .def_readonly("num_quarantined", &ModelState::num_quarantined)
       .def_readonly("outcomes", &ModelState::outcomes)
@@ -368,8 +376,9 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](Planner* planner, ModelSpec spec, size_t cache_capacity,
                        std::map<std::string, double> granularity,
                        std::string solver, bool offload,
-                       bool offload_checkpoints) {
+                       bool offload_checkpoints, std::string device) {
              PlanChooserOptions options;
+             options.device = std::move(device);
              options.cache_capacity = cache_capacity;
              for (const auto& [name, g] : granularity) {
                options.granularity[name] = g;
@@ -383,7 +392,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("planner"), py::arg("spec"), py::arg("cache_capacity") = 256,
            py::arg("granularity") = std::map<std::string, double>{},
            py::arg("solver") = "", py::arg("offload") = false,
-           py::arg("offload_checkpoints") = false,
+           py::arg("offload_checkpoints") = false, py::arg("device") = "",
            // The chooser holds the planner: keep it alive as long.
            py::keep_alive<1, 2>())
       .def("choose", &PlanChooser::Choose, py::arg("features"),
@@ -536,6 +545,7 @@ PYBIND11_MODULE(_core, m) {
       .def("synchronize", &MemorySource::Synchronize)
       .def("out_of_memory_count", &MemorySource::out_of_memory_count)
       .def("reserved_peak_bytes", &MemorySource::reserved_peak_bytes)
+      .def("device_type", &MemorySource::device_type)
       .def("attach", [](MemorySource& s) {
         return Attachment{s.Attach()};
       });

@@ -397,12 +397,14 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
                 "Check the configuration and exit: 0 when valid, 2 with a "
                 "message naming the field otherwise");
   app->add_option("--import", f->import_files,
-                  "Profiles (files `remat export` wrote) to import at start, "
-                  "after the log's replay and before serving, each into its "
-                  "own device type; idempotent, so a restart may import the "
-                  "same files again. A file that cannot be imported stops "
-                  "the start (exit 1) naming it and why")
-      ->check(CLI::ExistingFile);
+                  "Profiles to import at start, after the log's replay and "
+                  "before serving: files `remat export` wrote, or "
+                  "directories whose *.profile files are imported (in name "
+                  "order), each into its own device type. Idempotent, so a "
+                  "restart may import the same files again. A file that "
+                  "cannot be imported stops the start (exit 1) naming it "
+                  "and why")
+      ->check(CLI::ExistingPath);
   app->add_option(
       "--listen", f->listen,
       absl::StrCat("gRPC TCP address host:port (default ", kDefaultListen,

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -325,10 +326,22 @@ absl::Status Daemon::Start(const std::vector<std::string>& import_files) {
     }
   }
 
-  for (const std::string& file : import_files) {
-    if (auto s = ImportFile(file); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("--import ", file, ": ",
-                                                 s.message()));
+  for (const std::string& path : import_files) {
+    std::vector<std::string> files = {path};
+    if (std::filesystem::is_directory(path)) {
+      files.clear();
+      for (const auto& entry : std::filesystem::directory_iterator(path)) {
+        if (entry.path().extension() == ".profile") {
+          files.push_back(entry.path().string());
+        }
+      }
+      std::sort(files.begin(), files.end());
+    }
+    for (const std::string& file : files) {
+      if (auto s = ImportFile(file); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("--import ", file, ": ",
+                                                   s.message()));
+      }
     }
   }
   // A log that grew past the threshold in an earlier run shrinks now.

@@ -49,8 +49,8 @@ class Daemon {
   ~Daemon();  // Shuts down.
 
   // Replays the log, imports `import_files` (profiles `remat export`
-  // wrote; rematd --import), then serves. A file that cannot be imported
-  // is an error naming it.
+  // wrote, or directories of *.profile files; rematd --import), then
+  // serves. A file that cannot be imported is an error naming it.
   absl::Status Start(const std::vector<std::string>& import_files = {});
   // Bound ports (after Start); 0 when that endpoint is off.
   int grpc_port() const { return grpc_port_; }

@@ -55,6 +55,7 @@ class Sample:
     tail_bytes: Optional[int]
     d2h_bytes_per_s: Optional[float]
     h2d_bytes_per_s: Optional[float]
+    device: str
 
 
 class Outcome:
@@ -67,6 +68,7 @@ class Outcome:
     plan_source: Optional[PlanSource]
     copy_wait_ns: Optional[int]
     reserved_peak_bytes: Optional[int]
+    device: str
 
 
 class Plan:
@@ -94,13 +96,15 @@ class Planner:
     def get_plan(self, model: str, features: Sequence[float],
                  budget_bytes: int, solver: str = "",
                  offload: bool = True,
-                 offload_checkpoints: bool = False) -> PlanResult: ...
+                 offload_checkpoints: bool = False,
+                 device: str = "") -> PlanResult: ...
     def report_samples(self, model: str, samples: Sequence[Sample]) -> None: ...
     def report_outcome(self, outcome: Outcome) -> None: ...
 
 
 class ModelState:
     spec: ModelSpec
+    device: str
     num_samples: int
     num_quarantined: int
     outcomes: int
@@ -114,7 +118,7 @@ class LocalPlanner(Planner):
     def __init__(self, granularity: Dict[str, float] = ...,
                  default_solver: str = "", margin_fraction: float = 0.0,
                  host_link_bytes_per_s: float = 0.0) -> None: ...
-    def model_state(self, model: str) -> ModelState: ...
+    def model_state(self, model: str, device: str = "") -> ModelState: ...
 
 
 class RemotePlanner(Planner):
@@ -159,7 +163,8 @@ class PlanChooser:
                  cache_capacity: int = 256,
                  granularity: Dict[str, float] = ..., solver: str = "",
                  offload: bool = False,
-                 offload_checkpoints: bool = False) -> None: ...
+                 offload_checkpoints: bool = False,
+                 device: str = "") -> None: ...
     def choose(self, features: Sequence[float],
                budget_bytes: int) -> PlanChoice: ...
     @staticmethod
@@ -216,6 +221,7 @@ class MemorySource:
     def synchronize(self) -> None: ...
     def out_of_memory_count(self) -> int: ...
     def reserved_peak_bytes(self) -> Optional[int]: ...
+    def device_type(self) -> str: ...
     def attach(self) -> Attachment: ...
 
 

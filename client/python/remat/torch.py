@@ -398,7 +398,8 @@ class _Planning:
                  warmup_steps: int = 1,
                  over_budget: str = "raise",
                  retry_on_oom: bool = True,
-                 max_oom_retries: int = 2) -> None:
+                 max_oom_retries: int = 2,
+                 device: Optional[str] = None) -> None:
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps: {warmup_steps}; must be >= 0")
         if over_budget not in ("raise", "run"):
@@ -424,7 +425,9 @@ class _Planning:
             self.planner, self.spec, cache_capacity=cache_capacity,
             granularity=dict(granularity or {}), solver=solver,
             offload=copy_engine is not None,
-            offload_checkpoints=copy_engine is not None)
+            offload_checkpoints=copy_engine is not None,
+            device=device if device is not None else
+            memory.device_type() if memory is not None else "")
         self.memory = memory
         self.trace = trace
         self.preserve_rng_state = preserve_rng_state
@@ -717,6 +720,12 @@ class PlannedModule(nn.Module, _Planning):
         retry_on_oom, max_oom_retries: a step run by ``run_step`` that
             runs out of memory runs again under a safer plan, at most
             ``max_oom_retries`` (2) times (``run_step`` says how).
+        device: the device type whose profile the planner plans from and
+            adds this model's samples and outcomes to (the planner keeps
+            one per device type: a plan for an H100 comes only from H100
+            measurements). Default: ``memory.device_type()`` ("cpu", or
+            the CUDA device's name and memory, e.g. "NVIDIA H100 80GB
+            HBM3, 81559 MiB"), or none without a memory source.
     """
 
     def __init__(self, blocks: Blocks, **options: Any) -> None:

@@ -25,8 +25,9 @@ class Daemon:
     """One rematd process on a unix socket, with a state directory that
     survives restarts."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, *extra_args: str) -> None:
         self.dir = directory
+        self.extra_args = list(extra_args)
         self.socket = os.path.join(directory, "rematd.sock")
         self.address = "unix:" + self.socket
         self.proc = None
@@ -44,7 +45,8 @@ class Daemon:
             [rematd, "--listen", "", "--unix-socket", self.socket,
              "--metrics-port", "0", "--port-file", port_file,
              "--grace-seconds", "1",
-             "--state-dir", os.path.join(self.dir, "state")],
+             "--state-dir", os.path.join(self.dir, "state")] +
+            self.extra_args,
             stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
