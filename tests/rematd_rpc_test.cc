@@ -8,6 +8,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -322,6 +323,25 @@ TEST_CASE("bad requests get their code and the daemon keeps serving") {
     };
   };
 
+  // A profile as `remat export` writes it, spoilt one field at a time; none
+  // may register a model or store a sample.
+  auto import = [](std::function<void(v1::ImportProfileRequest*)> spoil) {
+    return [spoil](v1::Planner::Stub* s, grpc::ClientContext* c) {
+      v1::ImportProfileRequest r;
+      v1::Profile* p = r.mutable_profile();
+      p->set_format_version(1);
+      *p->mutable_model() = ProtoModel("imported", 3);
+      p->set_device("gpu");
+      for (double q : {8, 16, 32}) {
+        v1::Sample* sample = p->add_samples();
+        *sample = ProtoSample(3, 1, q);
+        sample->set_device("gpu");
+      }
+      spoil(&r);
+      v1::ImportProfileResponse resp;
+      return s->ImportProfile(c, r, &resp);
+    };
+  };
   v1::ModelSpec dup = ProtoModel("dup", 2);
   dup.mutable_blocks(1)->set_name("b0");
   v1::ModelSpec nofeat = ProtoModel("nofeat", 2);
@@ -407,6 +427,36 @@ TEST_CASE("bad requests get their code and the daemon keeps serving") {
          return s->GetModelState(c, v1::GetModelStateRequest(), &resp);
        },
        C::INVALID_ARGUMENT, "model"},
+      {"import of a newer format", import([](v1::ImportProfileRequest* r) {
+         r->mutable_profile()->set_format_version(2);
+       }),
+       C::FAILED_PRECONDITION, "profile.format_version: 2 is newer"},
+      {"import into another device type", import([](v1::ImportProfileRequest* r) {
+         r->set_device("cpu");
+       }),
+       C::FAILED_PRECONDITION, "device: the profile was measured on \"gpu\""},
+      {"import with a sample of another device",
+       import([](v1::ImportProfileRequest* r) {
+         r->mutable_profile()->mutable_samples(2)->set_device("cpu");
+       }),
+       C::INVALID_ARGUMENT, "profile.samples[2].device"},
+      {"import with a bad sample", import([](v1::ImportProfileRequest* r) {
+         r->mutable_profile()->mutable_samples(1)->set_peak_bytes(-1);
+       }),
+       C::INVALID_ARGUMENT, "profile.samples[1].peak_bytes"},
+      {"import with a quarantine index past the samples",
+       import([](v1::ImportProfileRequest* r) {
+         r->mutable_profile()->add_quarantined(3);
+       }),
+       C::INVALID_ARGUMENT, "profile.quarantined[0]"},
+      {"import of another shape under a registered name",
+       import([](v1::ImportProfileRequest* r) {
+         *r->mutable_profile()->mutable_model() = ProtoModel("m", 2);
+         for (auto& s : *r->mutable_profile()->mutable_samples()) {
+           s.mutable_blocks()->RemoveLast();
+         }
+       }),
+       C::ALREADY_EXISTS, "profile.model"},
       {"model state of an unknown model",
        [](v1::Planner::Stub* s, grpc::ClientContext* c) {
          v1::GetModelStateRequest r;
@@ -436,6 +486,14 @@ TEST_CASE("bad requests get their code and the daemon keeps serving") {
     REQUIRE(Health(daemon.address()) == "SERVING");
   }
 
+  // No bad import registered its model.
+  {
+    grpc::ClientContext c;
+    v1::GetModelStateRequest r;
+    r.set_model("imported");
+    v1::GetModelStateResponse resp;
+    REQUIRE(stub->GetModelState(&c, r, &resp).error_code() == C::NOT_FOUND);
+  }
   // The model limit: two registered, one more fits, the next does not.
   {
     grpc::ClientContext c;

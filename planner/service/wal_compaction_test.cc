@@ -130,5 +130,40 @@ TEST_CASE("a compacted log replays to the same planner state") {
         small->Explain(r)->plan->predicted_peak_bytes);
 }
 
+TEST_CASE("compaction keeps each device type's outcomes apart") {
+  const ModelSpec a = Spec("a");
+  std::vector<v1::WalRecord> log = {Register(a), Samples(a, 1, 4)};
+  v1::WalRecord gpu = Samples(a, 1, 4);
+  for (auto& sample : *gpu.mutable_samples()->mutable_samples()) {
+    sample.set_device("gpu");
+  }
+  log.push_back(gpu);
+  for (int i = 0; i < 300; ++i) {
+    v1::WalRecord r = OutcomeRecord(a, i);
+    // Two devices, each with more outcomes than calibration remembers.
+    if (i % 2 == 1) r.mutable_outcome()->set_device("gpu");
+    log.push_back(r);
+  }
+  const std::vector<v1::WalRecord> compacted = CompactWalRecords(log);
+  CHECK(compacted.size() < log.size() / 2);
+  auto full = Replay(log);
+  auto small = Replay(compacted);
+  for (const std::string device : {"", "gpu"}) {
+    auto s1 = full->GetModelState("a", device);
+    auto s2 = small->GetModelState("a", device);
+    REQUIRE(s1.ok());
+    REQUIRE(s2.ok());
+    CHECK(s1->num_samples == 32);
+    CHECK(s2->num_samples == 32);
+    CHECK(s1->outcomes == 150);
+    CHECK(s2->outcomes == 150);
+    CHECK(s1->out_of_memory == s2->out_of_memory);
+    PlanRequest r{"a", {4, 256}, int64_t{1} << 40, "none"};
+    r.device = device;
+    CHECK(full->Explain(r)->plan->predicted_peak_bytes ==
+          small->Explain(r)->plan->predicted_peak_bytes);
+  }
+}
+
 }  // namespace
 }  // namespace remat

@@ -42,7 +42,7 @@ def ok(*args: str) -> str:
 def samples_on(daemon: Daemon, device: str = "cpu") -> int:
     state = json.loads(ok("model", NAME, "--device", device, "--address",
                           daemon.address, "-o", "json"))
-    return int(state.get("numSamples", 0))
+    return int(state["num_samples"])
 
 
 class Trainer:
@@ -103,6 +103,10 @@ def test_a_profile_exported_from_one_node_seeds_another():
             # Idempotent: the same file again adds nothing.
             out = ok("import", profile, "--address", second.address)
             assert "0 samples added" in out and f"{held} held already" in out
+            assert samples_on(second) == held
+            # Durable: a restart replays what was imported.
+            second.stop()
+            second.start()
             assert samples_on(second) == held
 
             # A node without the profile collects; with it, none.
