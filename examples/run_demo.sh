@@ -32,7 +32,7 @@ bazel-bin/examples/train --planner "$address" "$@" || status=$?
 
 echo
 echo "What rematd learned:"
-bazel-bin/client/remat model encoder --address "$address" || true
+bazel-bin/client/remat model encoder --device cpu --address "$address" || true
 kill -TERM "$daemon"
 wait "$daemon" && echo "rematd stopped cleanly"
 exit "$status"

@@ -395,6 +395,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("offload_checkpoints") = false, py::arg("device") = "",
            // The chooser holds the planner: keep it alive as long.
            py::keep_alive<1, 2>())
+      .def_property_readonly(
+          "device",
+          [](const PlanChooser& c) { return c.options().device; })
       .def("choose", &PlanChooser::Choose, py::arg("features"),
            py::arg("budget_bytes"),
            py::call_guard<py::gil_scoped_release>())

@@ -165,6 +165,7 @@ class PlanChooser:
                  offload: bool = False,
                  offload_checkpoints: bool = False,
                  device: str = "") -> None: ...
+    device: str
     def choose(self, features: Sequence[float],
                budget_bytes: int) -> PlanChoice: ...
     @staticmethod

@@ -428,6 +428,8 @@ class _Planning:
             offload_checkpoints=copy_engine is not None,
             device=device if device is not None else
             memory.device_type() if memory is not None else "")
+        # The device type of its profile in the planner (the `device` option).
+        self.device_type: str = self.chooser.device
         self.memory = memory
         self.trace = trace
         self.preserve_rng_state = preserve_rng_state

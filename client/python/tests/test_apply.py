@@ -229,7 +229,7 @@ def test_trains_within_budget_with_its_optimizer_counted(family):
             assert step.measured_peak_bytes <= budget, (k, features,
                                                         step.actions)
     assert planned >= steps // 3
-    state = handle.planner.model_state(family)
+    state = handle.planner.model_state(family, handle.device_type)
     assert state.num_samples > 0 and state.outcomes == reported
 
 
@@ -273,7 +273,8 @@ def test_misuse_is_an_error_naming_the_block_and_nothing_is_reported():
         with handle.step(features, budget):
             loss_of(model, batch).backward()
     assert e.value.code == "FAILED_PRECONDITION"
-    assert handle.planner.model_state("reversed").num_samples == 0
+    assert handle.planner.model_state(
+        "reversed", handle.device_type).num_samples == 0
     handle.remove()
     # Run twice in one step.
     handle = apply(layers, model=model, name="twice",
@@ -290,7 +291,8 @@ def test_misuse_is_an_error_naming_the_block_and_nothing_is_reported():
         handle.step({"batch": 2}, budget)
     # Nothing of those steps reached the planner, and the next step is a
     # good one.
-    assert handle.planner.model_state("twice").num_samples == 0
+    assert handle.planner.model_state(
+        "twice", handle.device_type).num_samples == 0
     with handle.step(features, budget) as step:
         loss_of(model, batch).backward()
     assert step.collect and step.sample is None  # no memory source

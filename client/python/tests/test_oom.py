@@ -98,7 +98,7 @@ def recovered(when, call=1, copy_engine=None, block=1):
         model.zero_grad(set_to_none=True)
         gc.collect()
         assert memory.current_bytes() == start
-    state = handle.planner.model_state("oom")
+    state = handle.planner.model_state("oom", handle.device_type)
     assert state.out_of_memory == 1  # reported, as an outcome
     return fault
 
@@ -153,7 +153,8 @@ def test_accumulated_gradients_are_kept_and_retries_are_bounded():
     # Past max_oom_retries the error propagates, naming the batch, the
     # budget and the least peak the planner knows (none yet: 2 steps).
     again = Fault(blocks[0], "forward", always=True)
-    reported = handle.planner.model_state("acc").out_of_memory
+    reported = handle.planner.model_state(
+        "acc", handle.device_type).out_of_memory
     with pytest.raises(torch.OutOfMemoryError,
                        match=r"features \{'batch': 3, 'seq': 19\} .* budget "
                              r"of 1099511627776 bytes.* smallest peak any "
@@ -161,10 +162,12 @@ def test_accumulated_gradients_are_kept_and_retries_are_bounded():
         handle.run_step(FEATURES, 1 << 40, step_on(first), inputs=first)
     assert again.calls == 2  # the step and its one retry
     assert handle._step is None
-    assert handle.planner.model_state("acc").out_of_memory == reported + 2
+    assert handle.planner.model_state(
+        "acc", handle.device_type).out_of_memory == reported + 2
     # Without retries: the error as it came, reported all the same.
     handle.retry_on_oom = False
     with pytest.raises(torch.OutOfMemoryError, match="injected"):
         handle.run_step(FEATURES, 1 << 40, step_on(first), inputs=first)
     assert again.calls == 3
-    assert handle.planner.model_state("acc").out_of_memory == reported + 3
+    assert handle.planner.model_state(
+        "acc", handle.device_type).out_of_memory == reported + 3

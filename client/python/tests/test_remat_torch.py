@@ -222,7 +222,8 @@ def test_collect_then_plan_against_rematd(rematd):
     rematd.stop()
     rematd.start()
     again = remat.RemotePlanner(rematd.address, get_plan_deadline_ms=10000)
-    result = again.get_plan("encoder", [BATCH, 96], budget, offload=False)
+    result = again.get_plan("encoder", [BATCH, 96], budget, offload=False,
+                            device="cpu")
     assert not result.collect and result.plan.feasible
 
 
@@ -329,7 +330,7 @@ def test_a_step_that_raises_reports_its_outcome_at_the_next_step():
         ids, labels = batch(seq, k)
         step, _, _ = planned_step(planned, ids, labels, seq, budget, k)
     assert not step.collect
-    outcomes = planner.model_state("encoder").outcomes
+    outcomes = planner.model_state("encoder", planned.device_type).outcomes
     ids, labels = batch(70, 50)
     with pytest.raises(KeyError):
         with planned.step(features={"batch": BATCH, "seq": 70},
@@ -337,10 +338,12 @@ def test_a_step_that_raises_reports_its_outcome_at_the_next_step():
             nn.functional.cross_entropy(planned(ids), labels).backward()
             raise KeyError("the trainer's own error")
     # Nothing is reported while the exception unwinds ...
-    assert planner.model_state("encoder").outcomes == outcomes
+    assert planner.model_state(
+        "encoder", planned.device_type).outcomes == outcomes
     planned_step(planned, ids, labels, 70, budget, 51)
     # ... but at the next step: that step's outcome and the next one's.
-    assert planner.model_state("encoder").outcomes == outcomes + 2
+    assert planner.model_state(
+        "encoder", planned.device_type).outcomes == outcomes + 2
 
 
 @pytest.mark.skipif(not (torch.cuda.is_available() and remat.WITH_CUDA),
