@@ -548,6 +548,16 @@ TEST_CASE("profiles are per device type: a plan comes from its own samples") {
   REQUIRE(core.ReportOutcome(o).ok());
   CHECK(core.GetModelState("enc", "gpu-a")->outcomes == 1);
   CHECK(core.GetModelState("enc")->outcomes == 0);
+  // And so does what its allocator reserves beyond allocated bytes.
+  for (double seq : {200.0, 250.0}) {
+    Outcome r{"enc", {4, seq}, keep_all, KeepAllPeak(spec, 4, seq), 1000};
+    r.reserved_peak_bytes = r.measured_peak_bytes * 5 / 4;
+    r.device = "gpu-a";
+    REQUIRE(core.ReportOutcome(r).ok());
+  }
+  CHECK(core.GetModelState("enc", "gpu-a")->reserved_ratio ==
+        Approx(1.25).epsilon(1e-6));
+  CHECK(core.GetModelState("enc", "gpu-b")->reserved_ratio == 1.0);
 
   // A batch names one device.
   std::vector<Sample> mixed = OnDevice(Grid(spec), "gpu-a");
