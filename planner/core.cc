@@ -267,6 +267,7 @@ struct PlannerCore::Impl {
   absl::StatusOr<std::shared_ptr<Model>> Find(const std::string& name,
                                               const std::string& device = "",
                                               bool create = false) const {
+    if (auto s = ValidateDevice(device); !s.ok()) return s;
     std::shared_ptr<const Model> registered;
     {
       std::shared_lock lock(models_mu);
@@ -334,7 +335,6 @@ struct PlannerCore::Impl {
   // Finds the request's model, validates the request against it and
   // resolves its solver name (the default when empty).
   absl::StatusOr<Request> Prepare(const PlanRequest& r) const {
-    if (auto s = ValidateDevice(r.device); !s.ok()) return s;
     auto found = Find(r.model, r.device);
     if (!found.ok()) return found.status();
     Request out;
@@ -838,7 +838,6 @@ absl::Status PlannerCore::AddOutcomeCounts(const std::string& model,
                                            uint64_t out_of_memory,
                                            uint64_t quarantined,
                                            const std::string& device) {
-  if (auto s = ValidateDevice(device); !s.ok()) return s;
   if (auto s = GetModelSpec(model); !s.ok()) return s.status();
   for (auto [field, part] : {std::pair{"out_of_memory", out_of_memory},
                              std::pair{"quarantined", quarantined}}) {
@@ -949,7 +948,6 @@ absl::StatusOr<std::vector<std::string>> PlannerCore::ListDevices(
 
 absl::StatusOr<ProfileSamples> PlannerCore::GetProfileSamples(
     const std::string& model, const std::string& device) const {
-  if (auto s = ValidateDevice(device); !s.ok()) return s;
   auto found = impl_->Find(model, device);
   if (!found.ok()) return found.status();
   Impl::Model& m = **found;
@@ -960,7 +958,6 @@ absl::StatusOr<ProfileSamples> PlannerCore::GetProfileSamples(
 
 absl::StatusOr<ModelState> PlannerCore::GetModelState(
     const std::string& model, const std::string& device) const {
-  if (auto s = ValidateDevice(device); !s.ok()) return s;
   auto found = impl_->Find(model, device);
   if (!found.ok()) return found.status();
   Impl::Model& m = **found;
