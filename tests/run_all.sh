@@ -30,5 +30,8 @@ rm -f "$fuzz_log"
 passed=$((passed + fuzz_passed))
 failed=$((failed + fuzz_failed))
 
+# The daemon's Debian package: built, unpacked into a throwaway root, run.
+check debian_package deploy/deb_test.sh
+
 counts
 [ "$failed" -eq 0 ]

@@ -19,6 +19,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>  // at::Tensor <-> torch.Tensor
+#include <torch/version.h>
 
 #include <chrono>
 #include <cstdint>
@@ -562,6 +563,11 @@ PYBIND11_MODULE(_core, m) {
   py::class_<CpuMemoryTracker, MemorySource>(m, "CpuMemoryTracker")
       .def(py::init<>())
       .def("events", &CpuMemoryTracker::events);
+
+  // The LibTorch this module was compiled against (remat.torch_version).
+  m.attr("torch_version") = std::to_string(TORCH_VERSION_MAJOR) + "." +
+                            std::to_string(TORCH_VERSION_MINOR) + "." +
+                            std::to_string(TORCH_VERSION_PATCH);
 
 #ifdef REMAT_WITH_CUDA
   py::class_<CudaMemorySource, MemorySource>(m, "CudaMemorySource")

@@ -47,8 +47,12 @@ class BuildWithBazel(build_py):
         config = "--config=cuda" if torch.version.cuda else "--config=torch2"
         env = dict(os.environ, REMAT_TORCH2_VENV=sys.prefix)
         target = "//client/python:_core.so"
-        subprocess.check_call(["bazel", "build", config, target],
-                              cwd=ROOT, env=env)
+        # --symlink_prefix=/: no bazel-bin symlink, so the default build's
+        # stays the user's (this build's outputs are in a config dir of
+        # their own).
+        subprocess.check_call(
+            ["bazel", "build", config, "--symlink_prefix=/", target],
+            cwd=ROOT, env=env)
         bin_dir = subprocess.check_output(
             ["bazel", "info", config, "bazel-bin"], cwd=ROOT, env=env,
             text=True).strip()
@@ -61,16 +65,17 @@ class BuildWithBazel(build_py):
                         dest)
 
 
+def torch_requirement():
+    """The torch the extension binds to, by major and minor version: its
+    C++ ABI changes between minor releases."""
+    import torch
+    major, minor = torch.__version__.split(".")[:2]
+    return f"torch=={major}.{minor}.*"
+
+
+# Metadata is in pyproject.toml; here only what must be code.
 setup(
-    name="remat",
-    version="0.1.0",
-    description="Input-aware activation checkpointing for PyTorch: a plan "
-                "per batch under a memory budget",
-    packages=["remat"],
-    package_data={"remat": ["_core.pyi", "py.typed"]},
-    python_requires=">=3.9",
-    install_requires=["torch>=2.1"],
+    install_requires=[torch_requirement()],
     cmdclass={"build_py": BuildWithBazel},
     distclass=BinaryDistribution,
-    zip_safe=False,
 )

@@ -41,6 +41,17 @@ from remat._core import (  # noqa: F401
     plan_for_sample,
 )
 
+from remat._version import __version__  # noqa: F401
+from remat._core import torch_version  # noqa: F401
+
+# The extension links LibTorch's C++ API, which changes between minor
+# releases: another torch would fail in obscure ways, so say it plainly.
+if _torch.__version__.split(".")[:2] != torch_version.split(".")[:2]:
+    raise ImportError(
+        f"remat {__version__} was built for torch {torch_version}, but this "
+        f"environment has torch {_torch.__version__}; install the remat "
+        "wheel built for this torch (client/python/build_wheel.sh builds one)")
+
 if WITH_CUDA:
     from remat._core import CudaMemorySource  # noqa: F401
 try:
@@ -58,6 +69,7 @@ __all__ = [
     "CopyEngine", "CopyEngineStats", "CpuMemoryTracker", "Error", "KEEP", "LocalPlanner", "MemorySource",
     "ModelSpec", "ModelState", "OFFLOAD", "Offloader", "OffloadGroup", "Outcome", "Plan", "PlanChoice", "PlanChooser",
     "PlanResult", "PlanSource", "Planner", "RECOMPUTE", "RECOMPUTE_OFFLOAD",
-    "Sample", "TraceRecorder", "WITH_CUDA", "plan_for_sample",
+    "Sample", "TraceRecorder", "WITH_CUDA", "__version__", "plan_for_sample",
+    "torch_version",
 ] + (["CudaMemorySource"] if WITH_CUDA else []) + \
     (["RemotePlanner"] if RemotePlanner is not None else [])

@@ -7,6 +7,7 @@ from typing import (Callable, ContextManager, Dict, List, Optional, Sequence,
 import torch
 
 WITH_CUDA: bool
+torch_version: str  # the LibTorch this module was compiled against
 
 
 class Action(enum.IntEnum):
