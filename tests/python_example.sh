@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The README's Python commands, as written: install the package into the
-# torch 2.x environment (it builds the extension with Bazel), then train
+# The README's Python commands, as written: build the wheel (it builds the
+# extension with Bazel) and install it into the torch 2.x environment, then
+# train
 # the example for its 100 steps in process. Passes when the installed
 # package imports from outside the checkout, the example exits 0 (no step
 # over its budget) and the loss fell.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${REMAT_TORCH2_VENV:-$HOME/.cache/remat/torch2-venv}
-"$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation \
-  ./client/python
+wheel=$(bash client/python/build_wheel.sh | tail -1)
+"$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall \
+  --no-deps "$wheel"
 (cd / && "$venv/bin/python" -c 'import remat.torch, sys; print("installed:", remat.__file__)')
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

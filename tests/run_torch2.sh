@@ -41,6 +41,8 @@ check core_light_cuda tests/core_light.sh --config=cuda
 check python_example tests/python_example.sh
 # The examples on Hugging Face's and torchvision's models, a few steps each.
 check python_model_examples tests/python_model_examples.sh
+# The wheel in a new environment, from outside the checkout.
+check python_wheel tests/wheel_check.sh
 # remat beside PyTorch's own tools (bench/python/peers.py), a tiny model
 # for a few steps: it runs, and every strategy prints its line.
 check python_peers bash -c "\"$venv/bin/python\" bench/python/peers.py \
