@@ -8,7 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${REMAT_TORCH2_VENV:-$HOME/.cache/remat/torch2-venv}
+# Building the extension leaves the default build's bazel-bin as it was.
+before=$(readlink bazel-bin || true)
 wheel=$(bash client/python/build_wheel.sh | tail -1)
+[ "$(readlink bazel-bin || true)" = "$before" ] ||
+  { echo "python_example: building the wheel moved bazel-bin" >&2; exit 1; }
 "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall \
   --no-deps "$wheel"
 (cd / && "$venv/bin/python" -c 'import remat.torch, sys; print("installed:", remat.__file__)')
