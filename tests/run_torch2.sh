@@ -43,6 +43,8 @@ check python_example tests/python_example.sh
 check python_model_examples tests/python_model_examples.sh
 # The wheel in a new environment, from outside the checkout.
 check python_wheel tests/wheel_check.sh
+# A CMake project links the installed C++ client (client/install.sh).
+check cmake_consumer tests/cmake_consumer.sh
 # remat beside PyTorch's own tools (bench/python/peers.py), a tiny model
 # for a few steps: it runs, and every strategy prints its line.
 check python_peers bash -c "\"$venv/bin/python\" bench/python/peers.py \
