@@ -157,6 +157,10 @@ def main(argv=None) -> int:
         print(f"ranks: {world}; steps over budget per rank: "
               f"{[int(c) for c in counts]}; parameters equal on every rank: "
               f"{'yes' if equal.item() else 'NO'}", flush=True)
+    # Every rank past its last collective before any tears the group down:
+    # a rank that closes its connections while another still completes one
+    # can take the other down at exit.
+    dist.barrier()
     dist.destroy_process_group()
     if not equal.item():
         return 1
