@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs remat's C++ client library for CMake projects into PREFIX:
-#   PREFIX/lib/libremat_client.so      runtime, collector, planners, copy engine
-#   PREFIX/include/remat/...           its headers
+#   PREFIX/lib/libremat_client.so      runtime, collector, planners (the
+#                                      in-process one and RemotePlanner,
+#                                      rematd's client), copy engine
+#   PREFIX/include/remat/...           its headers, the generated protos' too
 #   PREFIX/lib/cmake/remat/            remat-config.cmake: find_package(remat),
 #                                      target remat::client
 #
@@ -9,10 +11,12 @@
 #   bash client/install.sh PREFIX --torch2        # against the torch 2.x
 #                                                 # environment's LibTorch
 #
-# The sources are those of Bazel's //client:runtime (bazel cquery), built by
-# CMake with the same LibTorch a consumer's find_package(Torch) finds. The
-# in-process planner only: rematd's client (RemotePlanner) needs the
-# project's gRPC build.
+# The sources are those of Bazel's //client:runtime and
+# //client:remote_planner (bazel cquery), built by CMake with the same
+# LibTorch a consumer's find_package(Torch) finds; the .proto files among
+# them are compiled by the system's protoc and grpc_cpp_plugin, as Bazel
+# compiles them. gRPC, protobuf and spdlog are the system's (Debian's -dev
+# packages, which ./setup.sh installs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=$(realpath -m "${1:?usage: install.sh PREFIX [--torch2]}")
@@ -32,18 +36,31 @@ case "${2:-}" in
 esac
 version=$(sed -nE 's/^__version__ = "(.*)"$/\1/p' client/python/remat/_version.py)
 
-files=$(bazel cquery "${config[@]}" --output=label \
-          'kind("source file", deps(//client:runtime) + deps(//collector:cpu_memory_tracker)) except deps(//third_party/...)' 2>/dev/null |
-        sed -E 's/ \(null\)$//; s|^//([^:]*):|\1/|; s|^/||' | grep -v '^@' | sort -u)
-sources=$(grep -E '\.cc$' <<<"$files" | paste -sd';')
+# The source files (repository paths) of a Bazel query expression.
+sources_of() {
+  bazel cquery "${config[@]}" --output=label \
+      "kind(\"source file\", $1) except deps(//third_party/...)" 2>/dev/null |
+    sed -E 's/ \(null\)$//; s|^//([^:]*):|\1/|; s|^/||' | grep -v '^@' | sort -u
+}
+torch_side='deps(//client:runtime) + deps(//collector:cpu_memory_tracker)'
+files=$(sources_of "$torch_side + deps(//client:remote_planner)")
+# What RemotePlanner adds is compiled without LibTorch's include folders,
+# as Bazel compiles it (LibTorch 2.x carries an fmt that is not the one
+# the system's spdlog was built with).
+rpc=$(sources_of "deps(//client:remote_planner) except ($torch_side)")
+sources=$(grep -E '\.cc$' <<<"$files" | grep -vxF -f <(echo "$rpc") | paste -sd';')
+rpc_sources=$(grep -E '\.cc$' <<<"$rpc" | paste -sd';')
 headers=$(grep -E '\.h$' <<<"$files" | paste -sd';')
+protos=$(grep -E '\.proto$' <<<"$rpc" | paste -sd';')
 
 build=$(mktemp -d)
 trap 'rm -rf "$build"' EXIT
 cmake -S client/cmake -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX="$prefix" -DREMAT_ROOT="$PWD" \
   -DREMAT_VERSION="$version" "-DREMAT_SOURCES=$sources" \
-  "-DREMAT_HEADERS=$headers" ${torch_cmake:+-DCMAKE_PREFIX_PATH="$torch_cmake"} >/dev/null
+  "-DREMAT_RPC_SOURCES=$rpc_sources" \
+  "-DREMAT_HEADERS=$headers" "-DREMAT_PROTOS=$protos" \
+  ${torch_cmake:+-DCMAKE_PREFIX_PATH="$torch_cmake"} >/dev/null
 cmake --build "$build" -j "$(nproc)"
 cmake --install "$build" >/dev/null
 echo "installed remat $version's client into $prefix"
