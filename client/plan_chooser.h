@@ -21,10 +21,11 @@
 // answer never holds another thread's local hits.
 //
 // The local bucket rounds each feature up to a multiple of its granularity
-// with the planner's own function (BucketFeatures, plan_cache.h). Set the granularities to the planner's
-// (CoreOptions::granularity); when they differ, the planner's plans are
-// still used but not cached locally, so a mismatch costs calls, never
-// correctness: a plan is only ever reused for the bucket it was sized for.
+// with the planner's own function (BucketFeatures, plan_cache.h). Set the
+// granularities to the planner's (CoreOptions::granularity); when they
+// differ, the planner's plans are still used but not cached locally, so a
+// mismatch costs calls, never correctness: a plan is only ever reused for
+// the bucket it was sized for.
 //
 // Thread safety: thread-safe.
 #ifndef REMAT_CLIENT_PLAN_CHOOSER_H_
@@ -51,10 +52,10 @@ namespace remat {
 struct PlanChooserOptions {
   // Plans kept locally (and, separately, last good plans). >= 1.
   size_t cache_capacity = 256;
-  // Bucket granularity per feature name; others use default_granularity.
-  // Defaults match CoreOptions'.
+  // Bucket granularity per feature name; others use default_granularity
+  // (CoreOptions' default too).
   std::map<std::string, double> granularity;
-  double default_granularity = 1;
+  double default_granularity = kDefaultGranularity;
   // Passed to the planner; empty means the planner's default solver.
   std::string solver;
   // The runtime can run OFFLOAD (it has a copy engine). Otherwise the

@@ -47,7 +47,7 @@ struct CoreOptions {
   // it saves, so by default every feature is bucketed in steps of 1.
   // Mimose rounds sequence lengths up to 5 tokens.
   std::map<std::string, double> granularity;
-  double default_granularity = 1;
+  double default_granularity = kDefaultGranularity;
   // Kept free below every budget, as a fraction of it (fragmentation).
   double margin_fraction = 0.0;
   std::string default_solver = "exact";

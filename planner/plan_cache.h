@@ -14,6 +14,12 @@
 
 namespace remat {
 
+// The bucket granularity of a feature none is given for, in the daemon
+// (CoreOptions) and the client (PlanChooserOptions) alike: a plan per
+// integer value. Equal granularities on both sides let the client cache
+// the daemon's plans locally.
+inline constexpr double kDefaultGranularity = 1;
+
 // Rounds each feature up to a multiple of its granularity (> 0), so a plan
 // cached for a bucket is sized for the bucket's largest member.
 // Preconditions: granularity.size() == features.size(); every feature in
