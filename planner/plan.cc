@@ -6,24 +6,16 @@
 namespace remat {
 
 const char* ActionName(Action action) {
-  switch (action) {
-    case Action::kKeep:
-      return "KEEP";
-    case Action::kRecompute:
-      return "RECOMPUTE";
-    case Action::kOffload:
-      return "OFFLOAD";
-    case Action::kRecomputeOffload:
-      return "RECOMPUTE_OFFLOAD";
+  for (const ActionInfo& info : kActions) {
+    if (info.action == action) return info.name;
   }
   return "UNKNOWN";
 }
 
 bool ParseAction(const std::string& name, Action* action) {
-  for (Action a : {Action::kKeep, Action::kRecompute, Action::kOffload,
-                   Action::kRecomputeOffload}) {
-    if (name == ActionName(a)) {
-      *action = a;
+  for (const ActionInfo& info : kActions) {
+    if (name == info.name) {
+      *action = info.action;
       return true;
     }
   }

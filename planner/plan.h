@@ -30,10 +30,27 @@ enum class Action : uint8_t {
   kRecomputeOffload = 3,
 };
 
+// Every action and its name, the one list of them: ActionName and
+// ParseAction, the wire enum (whose values carry the same names:
+// planner/service/convert.cc) and the Python enum (client/python) read it.
+struct ActionInfo {
+  Action action;
+  const char* name;
+};
+inline constexpr ActionInfo kActions[] = {
+    {Action::kKeep, "KEEP"},
+    {Action::kRecompute, "RECOMPUTE"},
+    {Action::kOffload, "OFFLOAD"},
+    {Action::kRecomputeOffload, "RECOMPUTE_OFFLOAD"},
+};
+
 // Whether `a` is one of the actions above (a value from outside, cast,
 // may not be).
 inline bool IsKnownAction(Action a) {
-  return static_cast<uint8_t>(a) <= static_cast<uint8_t>(Action::kRecomputeOffload);
+  for (const ActionInfo& info : kActions) {
+    if (info.action == a) return true;
+  }
+  return false;
 }
 
 // Whether the block reruns its forward in backward (RECOMPUTE or
@@ -63,15 +80,18 @@ struct BlockCost {
   int64_t forward_ns = 0;  // c_i: one forward, the price of a recompute
   bool checkpointable = true;
   // o_i: its output. Unknown: the next block's input_bytes (the output is
-  // that input); for the last block its own input_bytes, at most act_bytes.
+  // that input), as it is, even above act_bytes; for the last block
+  // min(its own input_bytes, act_bytes).
   int64_t output_bytes = kUnknown;
   // w_i: transient memory of its backward beyond its saved tensors and the
   // gradients of its output and input. Unknown: 0.
   int64_t workspace_bytes = kUnknown;
   // Its backward time. Unknown: twice forward_ns.
   int64_t backward_ns = kUnknown;
-  // What OFFLOAD copies to host and back: the saved tensors without the
-  // output (which the next block holds). Unknown: act_bytes - output.
+  // t_i: what OFFLOAD copies to host and back: the saved tensors without
+  // the output (which the next block holds). Unknown: max(act_bytes - o_i,
+  // 0). A value above act_bytes is taken as act_bytes (a copy never moves
+  // more than the block holds).
   int64_t transfer_bytes = kUnknown;
 };
 
@@ -165,6 +185,23 @@ struct Plan {
 //
 // Time: recompute_ns (the forwards of recomputed blocks) plus
 // exposed_transfer_ns; the rest of the step does not depend on the plan.
+// The clock, exactly (SimulateStep; a reimplementation that follows these
+// rules reproduces its peaks and costs to the byte and nanosecond):
+//  * Times are doubles in ns. A copy of b bytes at r bytes/s takes
+//    b / r * 1e9. exposed_transfer_ns is the sum of the exposed waits,
+//    rounded up once, at the end.
+//  * Forward: block k starts at the sum of forward_ns below it. A copy out
+//    starts at max(its block's forward end, the end of the copy before
+//    it). A copy whose end equals a block's start has landed there (only
+//    an end later than the start is in flight). Backward starts at
+//    max(forward end, the last copy out's end); the difference is exposed.
+//  * Backward, j = L-1..0: block j begins at max(the end of the block
+//    above, its copy back's end) (the difference is exposed) and lasts
+//    its backward_ns, plus its forward_ns when it recomputes (either
+//    kind). The copy back of block j-1 (an OFFLOAD's t, or a
+//    checkpoint sent) starts when block j begins, after j has waited for
+//    its own copy back, so it is hidden by j's backward and recompute.
+//    The last block's copy back starts when backward starts.
 struct StepSimulation {
   int64_t peak_bytes = 0;
   // Where the peak is: the block, and whether in its backward (else at the

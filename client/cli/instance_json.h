@@ -22,7 +22,11 @@
 // Byte fields take a non-negative integer or a size string ("6GiB",
 // "512MiB", "1.5GB", "100KiB", "123"; see planner/units.h). forward_ns is a
 // non-negative integer. Unknown keys are errors, so a typo never passes
-// silently.
+// silently. The optional fields' defaults (BlockCost in planner/plan.h):
+// output_bytes the next block's input_bytes (the last block's: min(its
+// input_bytes, act_bytes)); transfer_bytes max(act_bytes - output, 0), and
+// a transfer_bytes above act_bytes counts as act_bytes; workspace_bytes 0;
+// backward_ns twice forward_ns.
 //
 // Thread safety: pure functions.
 #ifndef REMAT_CLIENT_CLI_INSTANCE_JSON_H_

@@ -135,11 +135,9 @@ PYBIND11_MODULE(_core, m) {
   using namespace remat;
   m.doc() = "remat's C++ client core (see the remat package for the API).";
 
-  py::enum_<Action>(m, "Action", "What a block does with its activations.")
-      .value("KEEP", Action::kKeep)
-      .value("RECOMPUTE", Action::kRecompute)
-      .value("OFFLOAD", Action::kOffload)
-      .value("RECOMPUTE_OFFLOAD", Action::kRecomputeOffload);
+  py::enum_<Action> action(m, "Action",
+                           "What a block does with its activations.");
+  for (const ActionInfo& info : kActions) action.value(info.name, info.action);
 
   py::enum_<PlanSource>(m, "PlanSource", "Where a step's plan came from.")
       .value("LOCAL_CACHE", PlanSource::kLocalCache)

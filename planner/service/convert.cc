@@ -5,7 +5,9 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -128,36 +130,24 @@ void SampleToProto(const ModelSpec& spec, const Sample& sample,
   proto->set_device(sample.device);
 }
 
+// The wire enum's values carry the names of plan.h's actions (kActions):
+// the two are matched by name.
 absl::StatusOr<Action> ActionFromProto(int action, const std::string& field) {
-  switch (action) {
-    case v1::KEEP:
-      return Action::kKeep;
-    case v1::RECOMPUTE:
-      return Action::kRecompute;
-    case v1::OFFLOAD:
-      return Action::kOffload;
-    case v1::RECOMPUTE_OFFLOAD:
-      return Action::kRecomputeOffload;
-    default:
-      return InvalidField(
-          field, absl::StrCat("unknown action ", action,
-                              "; use KEEP, RECOMPUTE, OFFLOAD or "
-                              "RECOMPUTE_OFFLOAD"));
+  Action ours;
+  if (action != v1::ACTION_UNSPECIFIED && v1::Action_IsValid(action) &&
+      ParseAction(v1::Action_Name(static_cast<v1::Action>(action)), &ours)) {
+    return ours;
   }
+  std::vector<std::string> names;
+  for (const ActionInfo& info : kActions) names.push_back(info.name);
+  return InvalidField(field, absl::StrCat("unknown action ", action, "; use ",
+                                          absl::StrJoin(names, ", ")));
 }
 
 v1::Action ActionToProto(Action action) {
-  switch (action) {
-    case Action::kKeep:
-      return v1::KEEP;
-    case Action::kRecompute:
-      return v1::RECOMPUTE;
-    case Action::kOffload:
-      return v1::OFFLOAD;
-    case Action::kRecomputeOffload:
-      return v1::RECOMPUTE_OFFLOAD;
-  }
-  return v1::ACTION_UNSPECIFIED;
+  v1::Action wire = v1::ACTION_UNSPECIFIED;
+  v1::Action_Parse(ActionName(action), &wire);
+  return wire;
 }
 
 namespace {
