@@ -5,13 +5,20 @@
 #include <sys/un.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace remat {
@@ -23,47 +30,313 @@ absl::Status Bad(const std::string& field, const std::string& flag,
       field, flag.empty() ? "" : absl::StrCat(" (", flag, ")"), ": ", what));
 }
 
+// A bucket is a whole number of granularity steps up to a feature's largest
+// value (2^53): steps finer than 1e-6 or coarser than 2^53 mean nothing
+// there.
+constexpr double kMinGranularity = 1e-6;
+constexpr double kMaxGranularity = 9007199254740992.0;
+
+// The shortest decimal that reads back as `v` (integers as integers).
+template <typename T>
+std::string NumberText(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    for (int digits = 6; digits < 17; ++digits) {
+      const std::string text = absl::StrFormat("%.*g", digits, v);
+      double back = 0;
+      if (absl::SimpleAtod(text, &back) && back == v) return text;
+    }
+    return absl::StrFormat("%.17g", v);
+  } else {
+    return absl::StrCat(v);
+  }
+}
+
+}  // namespace
+
+const std::vector<ConfigSetting>& ConfigSettings() {
+  static const std::vector<ConfigSetting>* const settings = [] {
+    const CoreOptions core;
+    auto number = [](auto v) { return NumberText(v); };
+    auto range = [](std::optional<double> min, std::optional<double> max,
+                    bool max_exclusive = false) {
+      ConfigSetting s;
+      s.min = min;
+      s.max = max;
+      s.max_exclusive = max_exclusive;
+      return s;
+    };
+    auto row = [](ConfigSetting s, std::string field, std::string flag,
+                  std::string default_value, std::string help) {
+      s.field = std::move(field);
+      s.flag = std::move(flag);
+      s.default_value = std::move(default_value);
+      s.help = std::move(help);
+      return s;
+    };
+    auto choices = [](std::vector<std::string> values) {
+      ConfigSetting s;
+      s.choices = std::move(values);
+      return s;
+    };
+    const ConfigSetting any;
+    const std::optional<double> none;
+    return new std::vector<ConfigSetting>{
+        row(any, "listen", "--listen", kDefaultListen,
+            "gRPC TCP address host:port (port 0 picks a free one; empty: no "
+            "TCP)"),
+        row(any, "unix_socket", "--unix-socket", "",
+            "Also serve gRPC on this unix socket (/path or unix:/path)"),
+        row(any, "unix_socket_mode", "--unix-socket-mode",
+            kDefaultUnixSocketMode,
+            "Permission bits of the unix socket, octal (the default: "
+            "rematd's user and group may connect)"),
+        row(any, "allow_remote", "--allow-remote", "false",
+            "Permit a non-loopback --listen host (needs --tls-cert and "
+            "--tls-key) or --metrics-address"),
+        row(any, "tls_cert", "--tls-cert", "",
+            "PEM certificate chain: serve TLS on --listen (with --tls-key)"),
+        row(any, "tls_key", "--tls-key", "", "PEM private key of --tls-cert"),
+        row(any, "tls_client_ca", "--tls-client-ca", "",
+            "PEM CA certificates: TCP clients must present a certificate "
+            "they signed"),
+        row(range(-1, 65535), "metrics_port", "--metrics-port",
+            number(kDefaultMetricsPort),
+            "Prometheus /metrics and /healthz on METRICS_ADDRESS:PORT (0: "
+            "any free port; -1: off)"),
+        row(any, "metrics_address", "--metrics-address",
+            kDefaultMetricsAddress,
+            "IP address of the metrics port (not loopback: needs "
+            "--allow-remote)"),
+        row(any, "state_dir", "--state-dir", "",
+            "Directory for the write-ahead log; without one, state is lost "
+            "on exit"),
+        row(choices({"text", "json"}), "log_format", "--log-format", "text",
+            "Log line format"),
+        row(choices({"debug", "info", "warn", "error"}), "log_level",
+            "--log-level", "info", "Least severity logged"),
+        row(range(0, 3600), "grace_seconds", "--grace-seconds", "5",
+            "On SIGTERM, in-flight calls get this long, seconds"),
+        row(any, "reflection", "--reflection", "false",
+            "Serve gRPC reflection"),
+        row(any, "port_file", "--port-file", "",
+            "Write {\"grpc_port\":N,\"metrics_port\":M,\"health_port\":H} "
+            "here once serving"),
+        row(any, "health_listen", "--health-listen", "",
+            "Plaintext TCP host:port serving only grpc.health.v1.Health "
+            "(never the Planner), for kubelet gRPC probes; any address, no "
+            "--allow-remote or TLS needed: it tells SERVING/NOT_SERVING only "
+            "(empty: off; port 0 picks one)"),
+        row(range(1, 256), "worker_threads", "--worker-threads", "4",
+            "Threads for solves and log writes; sample reports get as many "
+            "of their own"),
+        row(range(0, none), "wal_compact_bytes", "--wal-compact-bytes",
+            number(int64_t{64} << 20),
+            "Compact the write-ahead log past this size, bytes (0: never)"),
+        row(range(1, none), "limits.max_models", "--max-models", "256",
+            "Models held"),
+        row(range(1, kMaxBlocks), "limits.max_blocks_per_model",
+            "--max-blocks-per-model", number(kMaxBlocks), "Blocks per model"),
+        row(range(1, none), "limits.max_samples_per_request",
+            "--max-samples-per-request", "10000",
+            "Samples per ReportSamples"),
+        row(range(4096, none), "limits.max_message_bytes",
+            "--max-message-bytes", number(16 << 20), "Largest request, bytes"),
+        row(choices({"remat", "mimose"}), "core.estimator", "--estimator",
+            core.estimator_kind, "The estimator every model gets"),
+        row(range(1, 4), "core.estimator_degree", "",
+            number(core.estimator.degree),
+            "Degree of the estimator's polynomial"),
+        row(range(1, none), "core.extrapolation_factor", "",
+            number(core.estimator.extrapolation_factor),
+            "How far past the measured features the estimator extrapolates"),
+        row(range(0, none), "core.min_distinct_samples", "",
+            number(core.estimator.min_distinct_samples),
+            "Distinct samples before the estimator is fitted"),
+        // The solvers' names are the core's: checked in ValidateDaemonConfig.
+        row(any, "core.default_solver", "--default-solver",
+            core.default_solver, "Solver when a request names none"),
+        row(range(1, none), "core.plan_cache_capacity",
+            "--plan-cache-capacity", number(core.plan_cache_capacity),
+            "Plans cached across models"),
+        row(range(0, 1, /*max_exclusive=*/true), "core.margin_fraction",
+            "--margin-fraction", number(core.margin_fraction),
+            "Kept free below every budget, fraction"),
+        row(range(1, 60000), "core.solve_deadline_ms", "--solve-deadline-ms",
+            number(kDefaultSolveDeadlineMs),
+            "Longest exact solve of a cache miss, ms; past it the best plan "
+            "found so far (keep it below the trainers' GetPlan deadline)"),
+        row(range(1, none), "core.max_samples_per_model", "",
+            number(core.max_samples_per_model), "Samples held per profile"),
+        // Map values are checked in ValidateDaemonConfig (kGranularity*).
+        row(any, "core.granularity", "--granularity", "",
+            "Bucket granularity, feature=value (repeatable; features not "
+            "given use core.default_granularity)"),
+        row(range(kMinGranularity, kMaxGranularity),
+            "core.default_granularity", "", number(core.default_granularity),
+            "Bucket granularity of features core.granularity does not "
+            "name"),
+    };
+  }();
+  return *settings;
+}
+
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// The field at `path` ("limits.max_models") of DaemonConfig.
+const FieldDescriptor* FieldOf(const std::string& path) {
+  const google::protobuf::Descriptor* d = v1::DaemonConfig::descriptor();
+  const FieldDescriptor* f = nullptr;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (f != nullptr) d = f->message_type();
+    f = d->FindFieldByName(std::string(part));
+  }
+  return f;
+}
+
+// The message of `config` that holds `path`'s last field (created on the
+// way when mutable).
+Message* MutableHolder(Message* config, const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return config;
+  Message* holder = MutableHolder(config, path.substr(0, dot));
+  return holder->GetReflection()->MutableMessage(
+      holder, FieldOf(path.substr(0, dot)));
+}
+const Message& Holder(const Message& config, const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return config;
+  const Message& holder = Holder(config, path.substr(0, dot));
+  return holder.GetReflection()->GetMessage(holder,
+                                            FieldOf(path.substr(0, dot)));
+}
+
+// Sets `setting`'s field from its text form. INVALID_ARGUMENT naming the
+// field and flag when the text is not a value of the field's type.
+absl::Status SetFromText(const ConfigSetting& setting, const std::string& text,
+                         Message* config) {
+  Message* m = MutableHolder(config, setting.field);
+  const FieldDescriptor* f = FieldOf(setting.field);
+  const auto* r = m->GetReflection();
+  auto bad = [&](const char* type) {
+    return Bad(setting.field, setting.flag,
+               absl::StrCat("\"", text, "\" is not ", type));
+  };
+  if (f->is_map()) {
+    const size_t eq = text.find('=');
+    double value = 0;
+    if (eq == std::string::npos || eq == 0 ||
+        !absl::SimpleAtod(text.substr(eq + 1), &value)) {
+      return bad("feature=value");
+    }
+    Message* entry = r->AddMessage(m, f);
+    const auto* er = entry->GetReflection();
+    er->SetString(entry, f->message_type()->map_key(), text.substr(0, eq));
+    er->SetDouble(entry, f->message_type()->map_value(), value);
+    return absl::OkStatus();
+  }
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      r->SetString(m, f, text);
+      return absl::OkStatus();
+    case FieldDescriptor::CPPTYPE_BOOL: {
+      bool v = false;
+      if (!absl::SimpleAtob(text, &v)) return bad("true or false");
+      r->SetBool(m, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_INT32: {
+      int32_t v = 0;
+      if (!absl::SimpleAtoi(text, &v)) return bad("an integer");
+      r->SetInt32(m, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_UINT32: {
+      uint32_t v = 0;
+      if (!absl::SimpleAtoi(text, &v)) return bad("a non-negative integer");
+      r->SetUInt32(m, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_INT64: {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(text, &v)) return bad("an integer");
+      r->SetInt64(m, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_DOUBLE: {
+      double v = 0;
+      if (!absl::SimpleAtod(text, &v)) return bad("a number");
+      r->SetDouble(m, f, v);
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError(
+          absl::StrCat(setting.field, ": no text form for its type"));
+  }
+}
+
+// "in [1, 256]", ">= 0", ...: the range a setting's number must be in.
+std::string RangeText(const ConfigSetting& s) {
+  if (s.min && s.max) {
+    return absl::StrCat("in [", NumberText(*s.min), ", ", NumberText(*s.max),
+                        s.max_exclusive ? ")" : "]");
+  }
+  if (s.min) return absl::StrCat(">= ", NumberText(*s.min));
+  if (s.max) {
+    return absl::StrCat(s.max_exclusive ? "< " : "<= ", NumberText(*s.max));
+  }
+  return "";
+}
+
+// `setting`'s range and choices: OK or INVALID_ARGUMENT naming it.
+absl::Status CheckSetting(const ConfigSetting& setting,
+                          const v1::DaemonConfig& config) {
+  const Message& m = Holder(config, setting.field);
+  const FieldDescriptor* f = FieldOf(setting.field);
+  const auto* r = m.GetReflection();
+  if (!setting.choices.empty()) {
+    const std::string v = r->GetString(m, f);
+    if (std::find(setting.choices.begin(), setting.choices.end(), v) ==
+        setting.choices.end()) {
+      return Bad(setting.field, setting.flag,
+                 absl::StrCat("must be one of ",
+                              absl::StrJoin(setting.choices, ", "), "; got \"",
+                              v, "\""));
+    }
+  }
+  if (!setting.min && !setting.max) return absl::OkStatus();
+  double v = 0;
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: v = r->GetInt32(m, f); break;
+    case FieldDescriptor::CPPTYPE_UINT32: v = r->GetUInt32(m, f); break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      v = static_cast<double>(r->GetInt64(m, f));
+      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE: v = r->GetDouble(m, f); break;
+    default: return absl::OkStatus();
+  }
+  const bool above =
+      setting.max && (setting.max_exclusive ? v >= *setting.max : v > *setting.max);
+  if (std::isfinite(v) && !(setting.min && v < *setting.min) && !above) {
+    return absl::OkStatus();
+  }
+  return Bad(setting.field, setting.flag,
+             absl::StrCat("must be ", RangeText(setting), ", got ",
+                          NumberText(v)));
+}
+
 }  // namespace
 
 v1::DaemonConfig DefaultDaemonConfig() {
   v1::DaemonConfig c;
-  c.set_listen(kDefaultListen);
-  c.set_unix_socket("");
-  c.set_unix_socket_mode(kDefaultUnixSocketMode);
-  c.set_allow_remote(false);
-  c.set_tls_cert("");
-  c.set_tls_key("");
-  c.set_tls_client_ca("");
-  c.set_metrics_port(kDefaultMetricsPort);
-  c.set_metrics_address(kDefaultMetricsAddress);
-  c.set_state_dir("");
-  c.set_log_format("text");
-  c.set_log_level("info");
-  c.set_grace_seconds(5);
-  c.set_reflection(false);
-  c.set_port_file("");
-  c.set_health_listen("");
-  c.set_worker_threads(4);
-  c.set_wal_compact_bytes(int64_t{64} << 20);
-  v1::Limits* l = c.mutable_limits();
-  l->set_max_models(256);
-  l->set_max_blocks_per_model(kMaxBlocks);
-  l->set_max_samples_per_request(10000);
-  l->set_max_message_bytes(16 << 20);
-  const CoreOptions core;
-  v1::CoreConfig* k = c.mutable_core();
-  k->set_estimator(core.estimator_kind);
-  k->set_estimator_degree(core.estimator.degree);
-  k->set_extrapolation_factor(core.estimator.extrapolation_factor);
-  k->set_min_distinct_samples(core.estimator.min_distinct_samples);
-  k->set_plan_cache_capacity(static_cast<uint32_t>(core.plan_cache_capacity));
-  for (const auto& kv : core.granularity)
-    (*k->mutable_granularity())[kv.first] = kv.second;
-  k->set_default_granularity(core.default_granularity);
-  k->set_margin_fraction(core.margin_fraction);
-  k->set_default_solver(core.default_solver);
-  k->set_max_samples_per_model(core.max_samples_per_model);
-  k->set_solve_deadline_ms(kDefaultSolveDeadlineMs);
+  for (const ConfigSetting& setting : ConfigSettings()) {
+    if (FieldOf(setting.field)->is_map()) continue;  // empty by default
+    const absl::Status s = SetFromText(setting, setting.default_value, &c);
+    assert(s.ok());
+    (void)s;
+  }
   return c;
 }
 
@@ -144,6 +417,9 @@ std::string UnixSocketTarget(const std::string& unix_socket) {
 
 absl::Status ValidateDaemonConfig(
     const v1::DaemonConfig& c, const std::vector<std::string>& solver_names) {
+  for (const ConfigSetting& setting : ConfigSettings()) {
+    if (absl::Status s = CheckSetting(setting, c); !s.ok()) return s;
+  }
   if (c.listen().empty() && c.unix_socket().empty()) {
     return Bad("listen", "--listen",
                "no endpoint: set listen (host:port) or unix_socket");
@@ -236,12 +512,6 @@ absl::Status ValidateDaemonConfig(
                        " characters"));
     }
   }
-  if (c.metrics_port() < -1 || c.metrics_port() > 65535) {
-    return Bad("metrics_port", "--metrics-port",
-               absl::StrCat("must be -1 (off), 0 (any free port) or a port, "
-                            "got ",
-                            c.metrics_port()));
-  }
   if (c.metrics_port() >= 0) {
     in_addr a4;
     in6_addr a6;
@@ -261,78 +531,9 @@ absl::Status ValidateDaemonConfig(
                               "--allow-remote (allow_remote) is given"));
     }
   }
-  if (c.log_format() != "text" && c.log_format() != "json") {
-    return Bad("log_format", "--log-format",
-               absl::StrCat("must be \"text\" or \"json\", got \"",
-                            c.log_format(), "\""));
-  }
-  static const char* kLevels[] = {"debug", "info", "warn", "error"};
-  if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level()) ==
-      std::end(kLevels)) {
-    return Bad("log_level", "--log-level",
-               absl::StrCat("must be debug, info, warn or error, got \"",
-                            c.log_level(), "\""));
-  }
-  if (!std::isfinite(c.grace_seconds()) || c.grace_seconds() < 0 ||
-      c.grace_seconds() > 3600) {
-    return Bad("grace_seconds", "--grace-seconds",
-               absl::StrCat("must be in [0, 3600], got ", c.grace_seconds()));
-  }
-  if (c.worker_threads() < 1 || c.worker_threads() > 256) {
-    return Bad("worker_threads", "--worker-threads",
-               absl::StrCat("must be in [1, 256], got ", c.worker_threads()));
-  }
-  if (c.wal_compact_bytes() < 0) {
-    return Bad("wal_compact_bytes", "--wal-compact-bytes",
-               absl::StrCat("must be >= 0 (0: never compact), got ",
-                            c.wal_compact_bytes()));
-  }
-  const v1::Limits& l = c.limits();
-  if (l.max_models() < 1) {
-    return Bad("limits.max_models", "--max-models",
-               absl::StrCat("must be >= 1, got ", l.max_models()));
-  }
-  if (l.max_blocks_per_model() < 1 || l.max_blocks_per_model() > kMaxBlocks) {
-    return Bad("limits.max_blocks_per_model", "--max-blocks-per-model",
-               absl::StrCat("must be in [1, ", kMaxBlocks, "], got ",
-                            l.max_blocks_per_model()));
-  }
-  if (l.max_samples_per_request() < 1) {
-    return Bad("limits.max_samples_per_request", "--max-samples-per-request",
-               absl::StrCat("must be >= 1, got ", l.max_samples_per_request()));
-  }
-  if (l.max_message_bytes() < 4096) {
-    return Bad("limits.max_message_bytes", "--max-message-bytes",
-               absl::StrCat("must be >= 4096, got ", l.max_message_bytes()));
-  }
   const v1::CoreConfig& k = c.core();
-  if (k.estimator() != "remat" && k.estimator() != "mimose") {
-    return Bad("core.estimator", "--estimator",
-               absl::StrCat("must be \"remat\" or \"mimose\", got \"",
-                            k.estimator(), "\""));
-  }
-  if (k.estimator_degree() < 1 || k.estimator_degree() > 4) {
-    return Bad("core.estimator_degree", "",
-               absl::StrCat("must be in [1, 4], got ", k.estimator_degree()));
-  }
-  if (!std::isfinite(k.extrapolation_factor()) ||
-      k.extrapolation_factor() < 1) {
-    return Bad("core.extrapolation_factor", "",
-               absl::StrCat("must be >= 1, got ", k.extrapolation_factor()));
-  }
-  if (k.min_distinct_samples() < 0) {
-    return Bad("core.min_distinct_samples", "",
-               absl::StrCat("must be >= 0, got ", k.min_distinct_samples()));
-  }
-  if (k.plan_cache_capacity() < 1) {
-    return Bad("core.plan_cache_capacity", "--plan-cache-capacity",
-               "must be >= 1");
-  }
-  // A bucket is a whole number of granularity steps up to a feature's
-  // largest value (2^53): steps finer than 1e-6 or coarser than 2^53 mean
-  // nothing there.
   auto granularity_ok = [](double g) {
-    return g >= 1e-6 && g <= 9007199254740992.0;  // false for NaN too
+    return g >= kMinGranularity && g <= kMaxGranularity;  // false for NaN
   };
   for (const auto& kv : k.granularity()) {
     if (!granularity_ok(kv.second)) {
@@ -341,31 +542,11 @@ absl::Status ValidateDaemonConfig(
                  absl::StrCat(kv.second, " is outside [1e-6, 2^53]"));
     }
   }
-  if (!granularity_ok(k.default_granularity())) {
-    return Bad("core.default_granularity", "",
-               absl::StrCat(k.default_granularity(),
-                            " is outside [1e-6, 2^53]"));
-  }
-  if (!std::isfinite(k.margin_fraction()) || k.margin_fraction() < 0 ||
-      k.margin_fraction() >= 1) {
-    return Bad("core.margin_fraction", "--margin-fraction",
-               absl::StrCat("must be in [0, 1), got ", k.margin_fraction()));
-  }
   if (std::find(solver_names.begin(), solver_names.end(), k.default_solver()) ==
       solver_names.end()) {
     return Bad("core.default_solver", "--default-solver",
                absl::StrCat("unknown solver \"", k.default_solver(),
                             "\"; known: ", absl::StrJoin(solver_names, ", ")));
-  }
-  if (k.max_samples_per_model() < 1) {
-    return Bad("core.max_samples_per_model", "",
-               absl::StrCat("must be >= 1, got ", k.max_samples_per_model()));
-  }
-  if (!std::isfinite(k.solve_deadline_ms()) || k.solve_deadline_ms() < 1 ||
-      k.solve_deadline_ms() > 60000) {
-    return Bad("core.solve_deadline_ms", "--solve-deadline-ms",
-               absl::StrCat("must be in [1, 60000] ms, got ",
-                            k.solve_deadline_ms()));
   }
   return absl::OkStatus();
 }
@@ -405,83 +586,44 @@ void AddDaemonFlags(CLI::App* app, DaemonFlags* f) {
                   "cannot be imported stops the start (exit 1) naming it "
                   "and why")
       ->check(CLI::ExistingPath);
-  app->add_option(
-      "--listen", f->listen,
-      absl::StrCat("gRPC TCP address host:port (default ", kDefaultListen,
-                   "; port 0 picks a free one; empty: no TCP)"));
-  app->add_option("--unix-socket", f->unix_socket,
-                  "Also serve gRPC on this unix socket (/path or unix:/path)");
-  app->add_option(
-      "--unix-socket-mode", f->unix_socket_mode,
-      absl::StrCat("Permission bits of the unix socket, octal (default ",
-                   kDefaultUnixSocketMode,
-                   ": rematd's user and group may connect)"));
-  app->add_flag("--allow-remote", f->allow_remote,
-                "Permit a non-loopback --listen host (needs --tls-cert and "
-                "--tls-key) or --metrics-address");
-  app->add_option("--tls-cert", f->tls_cert,
-                  "PEM certificate chain: serve TLS on --listen (with "
-                  "--tls-key)");
-  app->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");
-  app->add_option("--tls-client-ca", f->tls_client_ca,
-                  "PEM CA certificates: TCP clients must present a "
-                  "certificate they signed");
-  app->add_option("--metrics-port", f->metrics_port,
-                  absl::StrCat("Prometheus /metrics and /healthz on "
-                               "METRICS_ADDRESS:PORT (default ",
-                               kDefaultMetricsPort, "; 0: any; -1: off)"));
-  app->add_option("--metrics-address", f->metrics_address,
-                  absl::StrCat("IP address of the metrics port (default ",
-                               kDefaultMetricsAddress,
-                               "; not loopback: needs --allow-remote)"));
-  app->add_option("--state-dir", f->state_dir,
-                  "Directory for the write-ahead log (default: none, state "
-                  "is lost on exit)");
-  app->add_option("--log-format", f->log_format, "text (default) or json");
-  app->add_option("--log-level", f->log_level, "debug, info, warn, error");
-  app->add_option("--grace-seconds", f->grace_seconds,
-                  "On SIGTERM, in-flight calls get this long (default 5)");
-  app->add_flag("--reflection", f->reflection, "Serve gRPC reflection");
-  app->add_option("--worker-threads", f->worker_threads,
-                  "Threads for solves and log writes (default 4); "
-                  "sample reports get as many of their own");
-  app->add_option("--wal-compact-bytes", f->wal_compact_bytes,
-                  "Compact the write-ahead log past this size (default 64 "
-                  "MiB; 0: never)");
-  app->add_option(
-      "--health-listen", f->health_listen,
-      "Plaintext TCP host:port serving only grpc.health.v1.Health (never the "
-      "Planner), for kubelet gRPC probes; any address, no --allow-remote or "
-      "TLS needed: it tells SERVING/NOT_SERVING only (default: off; port 0 "
-      "picks one)");
-  app->add_option("--port-file", f->port_file,
-                  "Write {\"grpc_port\":N,\"metrics_port\":M,"
-                  "\"health_port\":H} here once serving");
-  app->add_option("--max-models", f->max_models, "Models held (default 256)");
-  app->add_option("--max-blocks-per-model", f->max_blocks_per_model,
-                  "Blocks per model (default 4096)");
-  app->add_option("--max-samples-per-request", f->max_samples_per_request,
-                  "Samples per ReportSamples (default 10000)");
-  app->add_option("--max-message-bytes", f->max_message_bytes,
-                  "Largest request (default 16 MiB)");
-  app->add_option("--estimator", f->estimator, "remat (default) or mimose");
-  app->add_option("--default-solver", f->default_solver,
-                  "Solver when a request names none (default exact)");
-  app->add_option("--plan-cache-capacity", f->plan_cache_capacity,
-                  "Plans cached across models (default 4096)");
-  app->add_option("--margin-fraction", f->margin_fraction,
-                  "Kept free below every budget, fraction (default 0)");
-  app->add_option("--solve-deadline-ms", f->solve_deadline_ms,
-                  "Longest exact solve of a cache miss, ms; past it the best "
-                  "plan found so far (default 40; keep it below the "
-                  "trainers' GetPlan deadline)");
-  app->add_option("--granularity", f->granularity,
-                  "Bucket granularity, feature=value (repeatable; default "
-                  "none: every feature in steps of 1, a plan per value)");
+  for (const ConfigSetting& s : ConfigSettings()) {
+    if (s.flag.empty()) continue;
+    const FieldDescriptor* field = FieldOf(s.field);
+    std::string help = absl::StrCat(s.help, " [", s.field);
+    if (!s.choices.empty()) {
+      absl::StrAppend(&help, "; ", absl::StrJoin(s.choices, ", "));
+    } else if (s.min || s.max) {
+      absl::StrAppend(&help, "; ", RangeText(s));
+    }
+    if (!s.default_value.empty() && !field->is_map()) {
+      absl::StrAppend(&help, "; default ", s.default_value);
+    }
+    absl::StrAppend(&help, "]");
+    auto record = [f, name = s.field](std::vector<std::string> values) {
+      f->given[name] = std::move(values);
+    };
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL) {
+      app->add_flag_function(
+          s.flag, [record](int64_t) { record({"true"}); }, help);
+    } else if (field->is_map()) {
+      app->add_option_function<std::vector<std::string>>(s.flag, record, help);
+    } else {
+      const char* type = "TEXT";
+      switch (field->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_INT32:
+        case FieldDescriptor::CPPTYPE_INT64: type = "INT"; break;
+        case FieldDescriptor::CPPTYPE_UINT32: type = "UINT"; break;
+        case FieldDescriptor::CPPTYPE_DOUBLE: type = "FLOAT"; break;
+        default: break;
+      }
+      app->add_option_function<std::string>(
+             s.flag, [record](const std::string& v) { record({v}); }, help)
+          ->type_name(type);
+    }
+  }
 }
 
-absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
-                                                     const DaemonFlags& f) {
+absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const DaemonFlags& f) {
   v1::DaemonConfig config = DefaultDaemonConfig();
   if (!f.config_file.empty()) {
     auto file = ParseConfigFile(f.config_file);
@@ -492,68 +634,23 @@ absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
     }
     config.MergeFrom(*file);
   }
-  auto given = [&app](const char* name) { return app.count(name) > 0; };
-  if (given("--listen")) config.set_listen(f.listen);
-  if (given("--unix-socket")) config.set_unix_socket(f.unix_socket);
   if (config.allow_non_loopback()) {
     // The former name (config files written before allow_remote).
     config.set_allow_remote(true);
   }
   config.clear_allow_non_loopback();
-  if (given("--unix-socket-mode")) {
-    config.set_unix_socket_mode(f.unix_socket_mode);
-  }
-  if (given("--allow-remote")) config.set_allow_remote(f.allow_remote);
-  if (given("--tls-cert")) config.set_tls_cert(f.tls_cert);
-  if (given("--tls-key")) config.set_tls_key(f.tls_key);
-  if (given("--tls-client-ca")) config.set_tls_client_ca(f.tls_client_ca);
-  if (given("--metrics-port")) config.set_metrics_port(f.metrics_port);
-  if (given("--metrics-address")) {
-    config.set_metrics_address(f.metrics_address);
-  }
-  if (given("--state-dir")) config.set_state_dir(f.state_dir);
-  if (given("--log-format")) config.set_log_format(f.log_format);
-  if (given("--log-level")) config.set_log_level(f.log_level);
-  if (given("--grace-seconds")) config.set_grace_seconds(f.grace_seconds);
-  if (given("--reflection")) config.set_reflection(f.reflection);
-  if (given("--port-file")) config.set_port_file(f.port_file);
-  if (given("--health-listen")) config.set_health_listen(f.health_listen);
-  if (given("--worker-threads")) config.set_worker_threads(f.worker_threads);
-  if (given("--wal-compact-bytes")) {
-    config.set_wal_compact_bytes(f.wal_compact_bytes);
-  }
-  v1::Limits* l = config.mutable_limits();
-  if (given("--max-models")) l->set_max_models(f.max_models);
-  if (given("--max-blocks-per-model")) {
-    l->set_max_blocks_per_model(f.max_blocks_per_model);
-  }
-  if (given("--max-samples-per-request")) {
-    l->set_max_samples_per_request(f.max_samples_per_request);
-  }
-  if (given("--max-message-bytes")) {
-    l->set_max_message_bytes(f.max_message_bytes);
-  }
-  v1::CoreConfig* k = config.mutable_core();
-  if (given("--estimator")) k->set_estimator(f.estimator);
-  if (given("--default-solver")) k->set_default_solver(f.default_solver);
-  if (given("--plan-cache-capacity")) {
-    k->set_plan_cache_capacity(f.plan_cache_capacity);
-  }
-  if (given("--margin-fraction")) k->set_margin_fraction(f.margin_fraction);
-  if (given("--solve-deadline-ms")) {
-    k->set_solve_deadline_ms(f.solve_deadline_ms);
-  }
-  if (given("--granularity")) {
-    k->clear_granularity();
-    for (const std::string& g : f.granularity) {
-      const size_t eq = g.find('=');
-      double value = 0;
-      if (eq == std::string::npos || eq == 0 ||
-          !absl::SimpleAtod(g.substr(eq + 1), &value)) {
-        return Bad("core.granularity", "--granularity",
-                   absl::StrCat("\"", g, "\" is not feature=value"));
+  for (const ConfigSetting& setting : ConfigSettings()) {
+    const auto given = f.given.find(setting.field);
+    if (given == f.given.end()) continue;
+    // A map given on the command line replaces the file's.
+    if (FieldOf(setting.field)->is_map()) {
+      Message* m = MutableHolder(&config, setting.field);
+      m->GetReflection()->ClearField(m, FieldOf(setting.field));
+    }
+    for (const std::string& text : given->second) {
+      if (absl::Status s = SetFromText(setting, text, &config); !s.ok()) {
+        return s;
       }
-      (*k->mutable_granularity())[g.substr(0, eq)] = value;
     }
   }
   return config;

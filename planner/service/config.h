@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,48 +62,43 @@ std::string UnixSocketTarget(const std::string& unix_socket);
 
 CoreOptions ToCoreOptions(const v1::DaemonConfig& config);
 
+// One setting of rematd: a field of proto/config.proto's DaemonConfig, its
+// flag, its default and the values it accepts. ConfigSettings() is the one
+// table of them: it makes the flags and their help (AddDaemonFlags), the
+// defaults (DefaultDaemonConfig), the flags given over the file
+// (ResolveDaemonConfig) and the range and choice checks of
+// ValidateDaemonConfig, whose errors name the field and the flag. The
+// field's type is the proto's.
+struct ConfigSetting {
+  std::string field;  // "limits.max_models": a path of DaemonConfig fields
+  std::string flag;   // "--max-models"; empty: the config file only
+  // As written on the command line; a map's default is empty (no entry).
+  std::string default_value;
+  std::string help;
+  // A number's range: min <= value <= max (value < max when
+  // max_exclusive). None: any value of the type.
+  std::optional<double> min, max;
+  bool max_exclusive = false;
+  // A string's accepted values. Empty: any (or checked elsewhere).
+  std::vector<std::string> choices;
+};
+const std::vector<ConfigSetting>& ConfigSettings();
+
 // Command-line flags. Register them with AddDaemonFlags, parse, then
 // ResolveDaemonConfig: defaults <- --config file <- flags given.
 struct DaemonFlags {
   std::string config_file;
   bool validate_config = false;
   std::vector<std::string> import_files;  // --import: profiles to seed
-  std::string listen;
-  std::string unix_socket;
-  std::string unix_socket_mode;
-  bool allow_remote = false;
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_client_ca;
-  int metrics_port = 0;
-  std::string metrics_address;
-  std::string state_dir;
-  std::string log_format;
-  std::string log_level;
-  double grace_seconds = 0;
-  bool reflection = false;
-  std::string port_file;
-  std::string health_listen;
-  int worker_threads = 0;
-  int64_t wal_compact_bytes = 0;
-  int max_models = 0;
-  int max_blocks_per_model = 0;
-  int max_samples_per_request = 0;
-  int max_message_bytes = 0;
-  std::string estimator;
-  std::string default_solver;
-  unsigned plan_cache_capacity = 0;
-  double margin_fraction = 0;
-  double solve_deadline_ms = 0;
-  std::vector<std::string> granularity;  // "feature=value"
+  // The settings given, by field, as written (a map's: "key=value" each).
+  std::map<std::string, std::vector<std::string>> given;
 };
 
 void AddDaemonFlags(CLI::App* app, DaemonFlags* flags);
 
 // Call after app->parse. INVALID_ARGUMENT for an unreadable config or a
-// malformed flag value (validation is separate).
-absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const CLI::App& app,
-                                                     const DaemonFlags& flags);
+// flag value that is not of its field's type (validation is separate).
+absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const DaemonFlags& flags);
 
 }  // namespace remat
 

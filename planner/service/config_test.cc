@@ -5,7 +5,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace remat {
@@ -36,7 +39,7 @@ absl::StatusOr<v1::DaemonConfig> Resolve(std::vector<std::string> args) {
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   app.parse(static_cast<int>(argv.size()), argv.data());
-  return ResolveDaemonConfig(app, flags);
+  return ResolveDaemonConfig(flags);
 }
 
 TEST_CASE("the defaults are valid and loopback-only") {
@@ -229,6 +232,75 @@ TEST_CASE("loopback hosts") {
   for (const char* h : {"0.0.0.0", "10.0.0.1", "example.com", "::"}) {
     REQUIRE_FALSE(IsLoopbackHost(h));
   }
+}
+
+TEST_CASE("the settings table covers every config field, once") {
+  std::set<std::string> rows;
+  for (const ConfigSetting& s : ConfigSettings()) {
+    INFO(s.field);
+    REQUIRE(rows.insert(s.field).second);
+  }
+  // Every scalar or map field of DaemonConfig and its messages has a row,
+  // but the former name of allow_remote.
+  std::set<std::string> fields;
+  std::function<void(const google::protobuf::Descriptor*, std::string)> walk =
+      [&](const google::protobuf::Descriptor* d, const std::string& prefix) {
+        for (int i = 0; i < d->field_count(); ++i) {
+          const google::protobuf::FieldDescriptor* f = d->field(i);
+          const std::string path = prefix + f->name();
+          if (f->message_type() != nullptr && !f->is_map()) {
+            walk(f->message_type(), path + ".");
+          } else if (path != "allow_non_loopback") {
+            fields.insert(path);
+          }
+        }
+      };
+  walk(v1::DaemonConfig::descriptor(), "");
+  REQUIRE(rows == fields);
+}
+
+TEST_CASE("the help of a flag says its range, choices and default") {
+  CLI::App app;
+  DaemonFlags flags;
+  AddDaemonFlags(&app, &flags);
+  const std::string help = app.help();
+  INFO(help);
+  CHECK(help.find("[worker_threads; in [1, 256]; default 4]") !=
+        std::string::npos);
+  CHECK(help.find("[log_level; debug, info, warn, error; default info]") !=
+        std::string::npos);
+  CHECK(help.find("[core.margin_fraction; in [0, 1); default 0]") !=
+        std::string::npos);
+}
+
+TEST_CASE("a flag value not of its field's type names the field") {
+  for (const auto& [args, message] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--max-models", "many"},
+            "limits.max_models (--max-models): \"many\" is not an integer"},
+           {{"--grace-seconds", "soon"},
+            "grace_seconds (--grace-seconds): \"soon\" is not a number"},
+           {{"--plan-cache-capacity", "-1"}, "core.plan_cache_capacity"},
+           {{"--granularity", "seq"},
+            "core.granularity (--granularity): \"seq\" is not feature=value"},
+       }) {
+    const auto c = Resolve(args);
+    INFO(c.status());
+    REQUIRE(absl::IsInvalidArgument(c.status()));
+    CHECK(Message(c.status()).rfind(message, 0) == 0);
+  }
+}
+
+TEST_CASE("the core's defaults are the daemon's") {
+  const CoreOptions d;
+  const CoreOptions o = ToCoreOptions(DefaultDaemonConfig());
+  CHECK(o.estimator_kind == d.estimator_kind);
+  CHECK(o.estimator.degree == d.estimator.degree);
+  CHECK(o.estimator.extrapolation_factor == d.estimator.extrapolation_factor);
+  CHECK(o.estimator.min_distinct_samples == d.estimator.min_distinct_samples);
+  CHECK(o.default_granularity == d.default_granularity);
+  CHECK(o.margin_fraction == d.margin_fraction);
+  CHECK(o.max_samples_per_model == d.max_samples_per_model);
 }
 
 }  // namespace

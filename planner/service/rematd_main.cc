@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  auto config = remat::ResolveDaemonConfig(app, flags);
+  auto config = remat::ResolveDaemonConfig(flags);
   absl::Status valid =
       config.ok() ? remat::ValidateDaemonConfig(*config, remat::SolverNames())
                   : config.status();
