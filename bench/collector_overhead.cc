@@ -195,7 +195,11 @@ int Main() {
       out = model->forward_block(static_cast<size_t>(i), in);
       act_bytes = tracker.current_bytes() - before;
     }
-    const int64_t input_bytes = static_cast<int64_t>(in.nbytes());
+    // What the runtime counts as a block's input: the storages that need
+    // grad (the batch, which does not, is alive before the step and
+    // counted in base_bytes: block 0's input_bytes is 0).
+    const int64_t input_bytes =
+        in.requires_grad() ? static_cast<int64_t>(in.nbytes()) : 0;
     const BlockMeasurement& m = collected.blocks[i];
     const double act_err = std::abs(double(m.act_bytes - act_bytes)) /
                            std::max<int64_t>(1, act_bytes);
@@ -206,6 +210,7 @@ int Main() {
                          {"act_bytes", m.act_bytes},
                          {"direct_act_bytes", act_bytes},
                          {"input_bytes", m.input_bytes},
+                         {"direct_input_bytes", input_bytes},
                          {"transfer_bytes",
                           with_transfer.blocks[i].transfer_bytes.value_or(-1)},
                          {"forward_ns", m.forward_ns}});
