@@ -219,6 +219,28 @@ TEST_CASE("remat health exits 6 while the server is not serving") {
   io.join();
 }
 
+TEST_CASE("remat health --wait waits for a daemon that is starting") {
+  DaemonProcess daemon;
+  const std::string socket = testing::MakeTempDir() + "/rematd.sock";
+  const std::string addr = "unix:" + socket;
+  // Asked before the daemon starts: waits for it, then answers.
+  CommandResult waited;
+  std::thread ask([&] {
+    waited = Remat({"health", "--wait", "--timeout-ms", "60000", "--address",
+                    addr});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  REQUIRE(daemon.Start({"", socket, {}}).ok());
+  ask.join();
+  REQUIRE_EXIT(waited, 0);
+  CHECK(waited.out == "SERVING\n");
+  REQUIRE(daemon.Signal(SIGTERM) == 0);
+  // Still none within the deadline: unreachable, as without --wait.
+  CommandResult r =
+      Remat({"health", "--wait", "--timeout-ms", "300", "--address", addr});
+  REQUIRE_EXIT(r, 4);
+}
+
 TEST_CASE("rematd --validate-config") {
   CommandResult r =
       RunCommand({Rematd(), "--validate-config", "--config",

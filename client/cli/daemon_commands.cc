@@ -8,6 +8,8 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -243,15 +245,30 @@ void PrintPlanTable(const v1::Plan& plan) {
   PrintTable(rows);
 }
 
-int RunHealth(const CommonArgs& args, const std::string& service) {
+int RunHealth(const CommonArgs& args, const std::string& service, bool wait) {
   auto stub = grpc::health::v1::Health::NewStub(Channel(args));
-  grpc::ClientContext context;
-  SetDeadline(&context, args);
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(args.timeout_ms);
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
-  const grpc::Status s = stub->Check(&context, request, &response);
-  if (!s.ok()) return ReportError(s, args);
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    // --wait: a daemon not up yet is waited for, within the deadline.
+    context.set_wait_for_ready(wait);
+    const grpc::Status s = stub->Check(&context, request, &response);
+    if (!s.ok()) return ReportError(s, args);
+    const bool serving = response.status() ==
+                         grpc::health::v1::HealthCheckResponse::SERVING;
+    if (serving || !wait ||
+        std::chrono::system_clock::now() + std::chrono::milliseconds(100) >=
+            deadline) {
+      break;
+    }
+    // Up but not serving yet (replaying its log): ask again shortly.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   const std::string status =
       grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
           response.status());
@@ -592,6 +609,7 @@ void AddDaemonCommands(CLI::App& app, int* exit_code) {
   // Owned by the callbacks; they live as long as `app`.
   auto health_args = std::make_shared<CommonArgs>();
   auto health_service = std::make_shared<std::string>();
+  auto health_wait = std::make_shared<bool>(false);
   CLI::App* health =
       app.add_subcommand("health",
                          "Ask rematd's health service (exit 0 when "
@@ -599,8 +617,14 @@ void AddDaemonCommands(CLI::App& app, int* exit_code) {
   AddCommon(health, health_args.get());
   health->add_option("--service", *health_service,
                      "Service to check (default: the whole daemon)");
+  health->add_flag("--wait", *health_wait,
+                   "Wait for rematd to come up and serve, within "
+                   "--timeout-ms, instead of answering at once (for scripts "
+                   "that start it)");
   health->callback(
-      [=] { *exit_code = RunHealth(*health_args, *health_service); });
+      [=] {
+        *exit_code = RunHealth(*health_args, *health_service, *health_wait);
+      });
 
   auto models_args = std::make_shared<CommonArgs>();
   CLI::App* models = app.add_subcommand("models", "List registered models");
