@@ -31,7 +31,7 @@ namespace remat {
 //   process may use), unless REMAT_BENCH_ANY_CPU is set. Only one step
 //   runs at a time, so the other CPUs are left to the rest of the machine;
 //   on two cores that made two strategies that run the same plans agree
-//   about three times closer (README).
+//   about three times closer (bench/README.md).
 // A value the caller set is kept. Call first in main; the variables are
 // read when the libraries load, hence the new exec. Returns (and the
 // benchmark runs as it is) when the exec fails.

@@ -43,8 +43,9 @@ struct CoreOptions {
   // so a coarser bucket trades headroom under the budget for cache hits:
   // on the demo encoder, buckets of 8 tokens put the step's predicted
   // peak a median 4.8% above the measured one, a plan per length 1.8%
-  // (README, bench:memory_model). A solve costs far less than a recompute
-  // it saves, so by default every feature is bucketed in steps of 1.
+  // (bench/README.md, bench:memory_model). A solve costs far less than a
+  // recompute it saves, so by default every feature is bucketed in steps
+  // of 1.
   // Mimose rounds sequence lengths up to 5 tokens.
   std::map<std::string, double> granularity;
   double default_granularity = kDefaultGranularity;

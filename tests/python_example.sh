@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's Python commands, as written: build the wheel (it builds the
-# extension with Bazel) and install it into the torch 2.x environment, then
-# train
-# the example for its 100 steps in process. Passes when the installed
+# The Python commands of the README and docs/python.md, as written: build
+# the wheel (it builds the extension with Bazel) and install it into the
+# torch 2.x environment, then train the example for its 100 steps in
+# process. Passes when the installed
 # package imports from outside the checkout, the example exits 0 (no step
 # over its budget) and the loss fell.
 set -euo pipefail

@@ -2,8 +2,9 @@
 # The test command: installs what the build needs, builds everything, runs
 # every test target, then the tests tagged "asan" under ASan+UBSan
 # (--config=asan, see .bazelrc) and those tagged "tsan" under TSan
-# (--config=tsan), and ends with one line "N passed, N failed" counting
-# test targets over all runs.
+# (--config=tsan), the fuzz targets, the Debian package and the
+# documentation's commands, and ends with one line "N passed, N failed"
+# counting test targets over all runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./setup.sh || exit 1
@@ -32,6 +33,9 @@ failed=$((failed + fuzz_failed))
 
 # The daemon's Debian package: built, unpacked into a throwaway root, run.
 check debian_package deploy/deb_test.sh
+# Every command of the README, bench/README.md and docs/: run as written,
+# built, or named with the check that runs it.
+check doc_commands tests/doc_commands.sh
 
 counts
 [ "$failed" -eq 0 ]

@@ -37,7 +37,7 @@ check core_light_default tests/core_light.sh
 check core_light_torch2 tests/core_light.sh --config=torch2
 check core_light_cuda tests/core_light.sh --config=cuda
 
-# The README's Python install and example commands, as written.
+# The Python install and example commands of the README and docs/python.md.
 check python_example tests/python_example.sh
 # The examples on Hugging Face's and torchvision's models, a few steps each.
 check python_model_examples tests/python_model_examples.sh
