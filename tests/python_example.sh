@@ -2,9 +2,9 @@
 # The Python commands of the README and docs/python.md, as written: build
 # the wheel (it builds the extension with Bazel) and install it into the
 # torch 2.x environment, then train the example for its 100 steps in
-# process. Passes when the installed
-# package imports from outside the checkout, the example exits 0 (no step
-# over its budget) and the loss fell.
+# process. Passes when the installed package imports from outside the
+# checkout, the example exits 0 (no step over its budget) and the loss
+# fell.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${REMAT_TORCH2_VENV:-$HOME/.cache/remat/torch2-venv}
