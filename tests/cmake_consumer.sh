@@ -30,16 +30,12 @@ cmake --build "$work/build" -j "$(nproc)"
 bazel build --config=cuda //planner/service:rematd //client:remat 2>/dev/null
 bin=$(bazel info --config=cuda bazel-bin 2>/dev/null)
 mkdir -m 0750 "$work/run"
-"$bin/planner/service/rematd" --unix-socket "$work/run/rematd.sock" \
-  --state-dir "$work/state" --metrics-port 0 --port-file "$work/ports.json" \
-  2>"$work/rematd.log" &
+"$bin/planner/service/rematd" --listen "" --unix-socket "$work/run/rematd.sock" \
+  --state-dir "$work/state" --metrics-port -1 2>"$work/rematd.log" &
 pid=$!
-for _ in $(seq 200); do
-  [ -s "$work/ports.json" ] && break
-  kill -0 "$pid" 2>/dev/null || { cat "$work/rematd.log" >&2; exit 1; }
-  sleep 0.05
-done
 address="unix:$work/run/rematd.sock"
+"$bin/client/remat" health --wait --timeout-ms 30000 --address "$address" ||
+  { cat "$work/rematd.log" >&2; exit 1; }
 "$work/build/train_mlp" --planner "$address"
 "$bin/client/remat" models --address "$address" | tee "$work/models"
 grep -qE '^cmake_mlp .*cpu' "$work/models" ||
