@@ -3,9 +3,9 @@
 // recomputed blocks where that is cheaper; and the plan measures they
 // and the orchestration use.
 //
-// Contract: WithCheckpointsSent never raises a plan's peak (SimulateStep),
-// so a plan that fits still fits; every RECOMPUTE_OFFLOAD it makes acts
-// (EffectiveAction). OffloadWhereCheaper never makes a plan dearer
+// Contract: WithCheckpointsSent never raises the peak (SimulateStep) of a
+// plan without OFFLOAD, so such a plan that fits still fits; every
+// RECOMPUTE_OFFLOAD it makes acts (EffectiveAction). OffloadWhereCheaper never makes a plan dearer
 // (recompute plus exposed time) nor one that fits not fit: it keeps a
 // change only where the plan then fits and costs less than *cost_ns.
 //
@@ -29,7 +29,9 @@ namespace exact {
 // `actions` with every checkpoint sent to host that can be: each
 // RECOMPUTE after a recomputed block becomes a RECOMPUTE_OFFLOAD, where the
 // problem allows them. At no moment does a sent checkpoint hold more than
-// a kept one, so the peak is never higher.
+// a kept one, so the peak of a plan without OFFLOAD (the recompute plan
+// the solver gives it) is never higher. (With OFFLOADs, a checkpoint's
+// copy can delay theirs in the queue and so raise a forward moment.)
 std::vector<Action> WithCheckpointsSent(const PlanProblem& problem,
                                         std::vector<Action> actions);
 
