@@ -12,10 +12,11 @@
 // better than that. Inactive (MayBeat never asked) when too many counts
 // remain.
 //
-// Cost: Prepare O(entries * free * (24 + 32) log free) for the counts and
-// their mu, plus O(kMaxCounts * items log items); Start O(counts * items
-// log items); Remove and MayBeat O(counts * log items), counts at most
-// 4 * entries.
+// Cost: Prepare sorts the free items 25 times per entry (a grid of mu),
+// bisects mu (32 selections of the free items) per count an entry may
+// take, and sorts every item once per count kept (at most kMaxCounts
+// counts, each with a mu per entry); Start O(items log items) per count
+// kept; Remove and MayBeat O(log items) per count kept.
 //
 // Thread safety: one thread per CountBound.
 #ifndef REMAT_PLANNER_INTERNAL_EXACT_COUNT_BOUND_H_

@@ -5,9 +5,10 @@
 //
 // Contract: WithCheckpointsSent never raises the peak (SimulateStep) of a
 // plan without OFFLOAD, so such a plan that fits still fits; every
-// RECOMPUTE_OFFLOAD it makes acts (EffectiveAction). OffloadWhereCheaper never makes a plan dearer
-// (recompute plus exposed time) nor one that fits not fit: it keeps a
-// change only where the plan then fits and costs less than *cost_ns.
+// RECOMPUTE_OFFLOAD it makes acts (EffectiveAction). OffloadWhereCheaper
+// never makes a plan dearer (recompute plus exposed time) nor one that
+// fits not fit: it keeps a change only where the plan then fits and costs
+// less than *cost_ns.
 //
 // Cost: WithCheckpointsSent O(blocks); OffloadWhereCheaper a SimulateStep
 // (O(blocks)) per recomputed block it tries, so O(blocks^2).

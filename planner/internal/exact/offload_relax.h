@@ -18,8 +18,8 @@
 // count = blocks not kept, the covering problem's optimum is at most
 // (cost, count); for any price in [0, 1] the LP over HullItems(price)
 // covering the largest need, less price times the forward after block 0,
-// is at most the cost, and so is the LP over the hull items below block j
-// covering need[j]; and the least point of PrepareWhole's, at block 0,
+// is at most the cost, and so is the LP over the hull items (at price 0)
+// below block j covering need[j]; and the least point of PrepareWhole's, at block 0,
 // that saves need[top], less price times the same, is at most the cost of
 // any plan cheaper than best_cost.
 //

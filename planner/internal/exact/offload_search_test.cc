@@ -84,7 +84,9 @@ TEST_CASE("the search finds the cheapest plan that fits") {
     CHECK(root <= opt + kCostSlackNs);
     CHECK(search.RootBound() <= opt + kCostSlackNs);
     ++solved;
-    for (Action a : actions) offloads += a == Action::kOffload || a == Action::kRecomputeOffload;
+    for (Action a : actions) {
+      offloads += a == Action::kOffload || a == Action::kRecomputeOffload;
+    }
   }
   CHECK(solved > 500);
   CHECK(infeasible > 100);

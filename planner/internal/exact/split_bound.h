@@ -13,8 +13,9 @@
 // (below), but only where both are below low or both at or above high.
 //
 // Cost: CoverBound::Build O(n log n), Lp and Counted O(log n); Prepare
-// O(5 n log n); Start O(n log n); Advance O(n) per item dropped; Rest
-// O(log n) to O(n) (a scan from the hint).
+// O(5 n log n) (five splits tried); Start O(n log n); Advance O(n) per
+// item dropped; Rest O(log n) steps of O(log n) from no hint, or a walk
+// from the hint, plus the steps each way its least point leaves.
 //
 // Thread safety: one thread per object.
 #ifndef REMAT_PLANNER_INTERNAL_EXACT_SPLIT_BOUND_H_
