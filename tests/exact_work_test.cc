@@ -19,12 +19,12 @@ TEST_CASE("the bench's 96-block chains with a link: proven, in few states") {
   // half a block's cost below every plan: the last MLP block, above the
   // moment of the chain's largest need but below the head's, helps meet
   // it at its low price. Bounding also by the blocks below the top need
-  // alone (exact_solver.cc, PrepareTop) took the search over the 20
-  // chains from 629 to 422 thousand states (heuristic pass included); the
-  // bound over the blocks up to the top taken whole (PrepareWhole) to 238
-  // thousand, and up to the largest need as well (PrepareWholes) to 150;
-  // searching from targets just above the root bound up (RunDeepening),
-  // not from the heuristic plan, to 54.
+  // alone (planner/internal/exact/offload_search.h, PrepareTop) took the
+  // search over the 20 chains from 629 to 422 thousand states (heuristic
+  // pass included); the bound over the blocks up to the top taken whole
+  // (PrepareWhole) to 238 thousand, and up to the largest need as well
+  // (PrepareWholes) to 150; searching from targets just above the root
+  // bound up (RunDeepening), not from the heuristic plan, to 54.
   int64_t states = 0;
   for (const LatencyChains& chains :
        MakeLatencyChains(Family::kJittered, /*link=*/true, /*quick=*/false)) {
@@ -46,7 +46,8 @@ TEST_CASE("the bench's 1000-block chains with a link: a stopped search still off
   // At the tightest budgets the best plans offload as many MLP blocks as
   // the link carries in time (about 180 of 500 on chains 2 and 4), far
   // more than the search reaches before its work limit; its plan then
-  // offloads where that is cheaper (exact_solver.cc, OffloadWhereCheaper).
+  // offloads where that is cheaper (planner/internal/exact/
+  // offload_polish.h, OffloadWhereCheaper).
   // On those two chains that costs 3.3% and 3.8% less than the best plan
   // without offloading, which the search used to return.
   int cheaper = 0;
@@ -79,7 +80,8 @@ TEST_CASE("a search stopped where the link binds finishes its best states") {
   // from the heuristic pass's plan (recompute the MLPs), which is 5.8%
   // above the optimum (41.38 ms, found with 16 times the work limit). The
   // search stops at its work limit; the states it had left, finished
-  // (exact_solver.cc, FinishStopped), give a plan 4.5% cheaper than that.
+  // (planner/internal/exact/offload_search.h, FinishStopped), give a plan
+  // 4.5% cheaper than that.
   const std::vector<LatencyChains> chains = MakeStatsChains(Family::kJittered, /*link=*/true);
   const PlanProblem& p = chains[1].problems[18];
   REQUIRE(p.blocks.size() == 96);

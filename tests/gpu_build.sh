@@ -47,6 +47,10 @@ RUNTIME_SRCS=(collector/cpu_memory_tracker.cc collector/cuda_memory_source.cc
   planner/model.cc planner/plan.cc planner/plan_cache.cc
   planner/reserved_margin.cc planner/solver.cc
   planner/trace.cc planner/units.cc)
+# The exact solver's parts: every source of their folder but the tests'.
+for src in planner/internal/exact/*.cc; do
+  [[ $src == *_test.cc ]] || RUNTIME_SRCS+=("$src")
+done
 
 skip() { echo "$NAME: SKIPPED: $*"; exit 77; }
 fail() { echo "$NAME: FAILED: $*" >&2; exit 1; }
