@@ -77,12 +77,19 @@ stop_background() {
 }
 
 failed=0 ran=0 built=0 elsewhere=0 current=
+declare -A seen=()
 while IFS=$'\t' read -r page command; do
   # What a page started in the background ends with the page.
   [ "$page" != "$current" ] && stop_background
   current=$page
   # The command without its trailing comment.
   bare=$(sed -E 's/[[:space:]]+#[^"'"'"']*$//' <<<"$command")
+  # A block two pages show is run for the first; the second is the same.
+  if [ -n "${seen[$bare]:-}" ]; then
+    echo "same $page: $bare (as on ${seen[$bare]})"
+    continue
+  fi
+  seen[$bare]=$page
   how=
   for entry in "${entries[@]}"; do
     if [[ $bare =~ ${entry%% => *} ]]; then how=${entry#* => }; break; fi
