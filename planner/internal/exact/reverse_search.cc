@@ -165,9 +165,11 @@ bool ReverseSearch::Run(int64_t root_bound, Best* best, size_t beam,
          std::chrono::steady_clock::now() - start_ >= time_limit_)) {
       if (beam > 0) return false;
       st_->stopped_at_limit = true;
+      // BodyBound holds only below the tail; in it, Bound.
       int64_t bound = best->cost;
       for (const State& x : front) {
-        bound = std::min(bound, BodyBound(t, x.g, x.cost));
+        bound = std::min(bound, t < tail() ? Bound(t, x.g, x.cost)
+                                           : BodyBound(t, x.g, x.cost));
       }
       st_->lower_bound_ns = std::max(root_bound, std::min(bound, best->cost));
       return false;

@@ -9,10 +9,8 @@
 // order, that meets every need of req, if one is cheaper than *best was
 // (else *best unchanged); Mark rebuilds its items. A search stopped at
 // its work or time limit, or a beam pass, leaves the best it found (a
-// selection that meets every need); stopped below the tail, the
-// st->lower_bound_ns it sets is at most the optimum's cost (stopped in the
-// tail it bounds the states left with BodyBound, which holds only below
-// the tail, so there it may pass the optimum). Bound(t, g, cost), and
+// selection that meets every need); the st->lower_bound_ns a stopped
+// search sets is at most the optimum's cost. Bound(t, g, cost), and
 // below the tail BodyBound, are lower bounds on the cost of any
 // completion of a state at processing index t; PrepareCounts' root bound
 // is at most the cost of any selection better than *best.

@@ -106,7 +106,7 @@ TEST_CASE("the search finds the cheapest selection, at any price per byte") {
 
 TEST_CASE("a beam pass, a stopped search and the count bound stay valid") {
   std::mt19937_64 rng(1010);
-  int beams = 0, stopped = 0, counted = 0;
+  int beams = 0, stopped = 0, in_tail = 0, counted = 0;
   for (int iter = 0; iter < 400; ++iter) {
     Instance in;
     if (!Draw(rng, iter, &in)) continue;
@@ -131,10 +131,8 @@ TEST_CASE("a beam pass, a stopped search and the count bound stay valid") {
       CHECK(st.nodes <= 2 * 2 * static_cast<int64_t>(items.size()) + 2);
     }
     {
-      // A search stopped after a few states: its lower bound is one where
-      // it stopped below the tail. (Stopped in the tail, Run bounds the
-      // states left with the body's bound, BodyBound, which does not hold
-      // there: on these problems it can pass the optimum.)
+      // A search stopped after a few states, in the tail or below it: its
+      // lower bound is one.
       ExactStats st;
       ReverseSearch search(items, req, lambda, static_cast<int64_t>(rng() % 12),
                            std::chrono::nanoseconds(0), &st);
@@ -142,12 +140,11 @@ TEST_CASE("a beam pass, a stopped search and the count bound stay valid") {
       const int64_t root = std::min(search.Bound(0, LargestNeed(req), 0), in.optimum.cost);
       if (!search.Run(root, &best)) {
         CHECK(st.stopped_at_limit);
-        if (st.steps >= search.tail()) {
-          INFO("stopped at " << st.steps << ", tail " << search.tail());
-          CHECK(st.lower_bound_ns <= in.optimum.cost);
-          CHECK(st.lower_bound_ns >= root);
-          ++stopped;
-        }
+        INFO("stopped at " << st.steps << ", tail " << search.tail());
+        CHECK(st.lower_bound_ns <= in.optimum.cost);
+        CHECK(st.lower_bound_ns >= root);
+        ++stopped;
+        in_tail += st.steps < search.tail();
       }
       if (best.node != -2 || best.from >= 0) {
         int64_t cost = 0, count = 0;
@@ -174,10 +171,36 @@ TEST_CASE("a beam pass, a stopped search and the count bound stay valid") {
   }
   CHECK(beams > 100);
   CHECK(stopped > 50);
+  CHECK(in_tail >= 5);  // stops in the tail are among them
   CHECK(counted > 100);
+}
+
+TEST_CASE("a search stopped in the tail bounds the optimum from below") {
+  // Stops in the tail are rare on the instances above: many small ones,
+  // each stopped after a few states.
+  std::mt19937_64 rng(4242);
+  int in_tail = 0;
+  for (int iter = 0; iter < 4000; ++iter) {
+    Instance in;
+    if (!Draw(rng, iter, &in)) continue;
+    const double lambda = testing::LpPrice(in.cover.items, in.cover.req);
+    ExactStats st;
+    ReverseSearch search(in.cover.items, in.cover.req, lambda,
+                         static_cast<int64_t>(rng() % 6),
+                         std::chrono::nanoseconds(0), &st);
+    if (search.tail() == 0) continue;
+    Best best;
+    if (search.Run(0, &best) || st.steps >= search.tail()) continue;
+    INFO("iter " << iter << " stopped at " << st.steps << ", tail "
+                 << search.tail());
+    CHECK(st.lower_bound_ns <= in.optimum.cost);
+    ++in_tail;
+  }
+  CHECK(in_tail > 100);
 }
 
 }  // namespace
 }  // namespace exact
 }  // namespace internal
+
 }  // namespace remat
