@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "planner/exact_solver.h"
+#include "planner/internal/exact/brute_force_for_test.h"
 #include "planner/plan.h"
 
 namespace remat {
@@ -97,44 +98,11 @@ void CheckContract(const PlanProblem& p, const Plan& plan,
   CHECK(plan.feasible == (plan.predicted_peak_bytes <= p.limit_bytes()));
 }
 
-enum class Kind { kRandom, kTransformer, kEqual };
+// Random chains, the exact solver's parts' tests' too.
+using Kind = internal::exact::testing::ChainKind;
 
 PlanProblem RandomProblem(std::mt19937_64& rng, int n, Kind kind) {
-  auto uni = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
-  PlanProblem p;
-  p.base_bytes = uni(0, 2000);
-  const bool some_fixed = uni(0, 2) == 0;
-  const int64_t att_a = uni(100, 1000), mlp_a = uni(100, 1000);
-  const int64_t hidden = uni(0, 80);
-  const int64_t att_c = uni(1, 100), mlp_c = uni(1, 100);
-  for (int i = 0; i < n; ++i) {
-    BlockCost b;
-    b.name = "b" + std::to_string(i);
-    switch (kind) {
-      case Kind::kRandom:
-        b.act_bytes = uni(0, 1000);
-        // Sometimes the input is larger than what the block retains.
-        b.input_bytes = uni(0, b.act_bytes + 200);
-        b.forward_ns = uni(0, 100);
-        break;
-      case Kind::kTransformer:
-        // Alternating attention / MLP with near-identical sizes.
-        b.act_bytes = (i % 2 ? mlp_a : att_a) + uni(-3, 3);
-        b.input_bytes = hidden;
-        b.forward_ns = (i % 2 ? mlp_c : att_c) + uni(0, 2);
-        break;
-      case Kind::kEqual:
-        b.act_bytes = att_a;
-        b.input_bytes = hidden;
-        b.forward_ns = att_c;
-        break;
-    }
-    b.checkpointable = !(some_fixed && uni(0, 4) == 0);
-    p.blocks.push_back(b);
-  }
-  return p;
+  return internal::exact::testing::RandomChain(rng, n, kind);
 }
 
 TEST_CASE("exact matches brute force on small instances") {
