@@ -215,8 +215,18 @@ const Message& Holder(const Message& config, const std::string& path) {
 
 // Sets `setting`'s field from its text form. INVALID_ARGUMENT naming the
 // field and flag when the text is not a value of the field's type.
+// The map fields of DaemonConfig, through their typed API: reflection sees
+// a map as a repeated field whose sync with the map is not for callers.
+google::protobuf::Map<std::string, double>* MutableMap(
+    v1::DaemonConfig* config, const std::string& path) {
+  if (path == "core.granularity") {
+    return config->mutable_core()->mutable_granularity();
+  }
+  return nullptr;
+}
+
 absl::Status SetFromText(const ConfigSetting& setting, const std::string& text,
-                         Message* config) {
+                         v1::DaemonConfig* config) {
   Message* m = MutableHolder(config, setting.field);
   const FieldDescriptor* f = FieldOf(setting.field);
   const auto* r = m->GetReflection();
@@ -231,10 +241,12 @@ absl::Status SetFromText(const ConfigSetting& setting, const std::string& text,
         !absl::SimpleAtod(text.substr(eq + 1), &value)) {
       return bad("feature=value");
     }
-    Message* entry = r->AddMessage(m, f);
-    const auto* er = entry->GetReflection();
-    er->SetString(entry, f->message_type()->map_key(), text.substr(0, eq));
-    er->SetDouble(entry, f->message_type()->map_value(), value);
+    auto* map = MutableMap(config, setting.field);
+    if (map == nullptr) {
+      return absl::InternalError(
+          absl::StrCat(setting.field, ": a map with no typed home"));
+    }
+    (*map)[text.substr(0, eq)] = value;
     return absl::OkStatus();
   }
   switch (f->cpp_type()) {
@@ -643,10 +655,7 @@ absl::StatusOr<v1::DaemonConfig> ResolveDaemonConfig(const DaemonFlags& f) {
     const auto given = f.given.find(setting.field);
     if (given == f.given.end()) continue;
     // A map given on the command line replaces the file's.
-    if (FieldOf(setting.field)->is_map()) {
-      Message* m = MutableHolder(&config, setting.field);
-      m->GetReflection()->ClearField(m, FieldOf(setting.field));
-    }
+    if (auto* map = MutableMap(&config, setting.field)) map->clear();
     for (const std::string& text : given->second) {
       if (absl::Status s = SetFromText(setting, text, &config); !s.ok()) {
         return s;
