@@ -11,7 +11,7 @@ trap 'rm -f "$_log"' EXIT
 
 # Always runs the tests: a cached result proves nothing about this machine.
 run_tests() {
-  bazel test "$@" --test_summary=short --nocache_test_results 2>&1 | tee "$_log"
+  bazel test --test_summary=short --nocache_test_results "$@" 2>&1 | tee "$_log"
   local rc=${PIPESTATUS[0]} p f
   p=$(grep -cE '^//[^ ]+ .*PASSED' "$_log")
   f=$(grep -cE '^//[^ ]+ .*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$_log")
