@@ -7,7 +7,7 @@ set -euo pipefail
 python=$1 core=$2 rematd=$3 cli=$4
 site="${TEST_TMPDIR:-$(mktemp -d)}/site"
 mkdir -p "$site/remat"
-cp client/python/remat/*.py "$site/remat/"
+cp client/python/remat/*.py client/python/remat/*.pyi "$site/remat/"
 cp "$core" "$site/remat/_core.so"
 export PYTHONPATH="$site" REMATD="$PWD/$rematd" REMAT_CLI="$PWD/$cli"
 # One torch thread: tests run side by side on few cores, where spinning
