@@ -1,6 +1,7 @@
 #include "planner/internal/exact/cover.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace remat {
 namespace internal {
@@ -19,6 +20,85 @@ bool MeetsNeeds(const std::vector<Item>& items, const std::vector<char>& chosen,
     if (p < items.size() && chosen[p]) sigma += items[p].s;
   }
   return true;
+}
+
+namespace {
+
+// Values v[0..n) under "add delta to v[first..n)" and "least value", each
+// O(log n): a segment tree whose nodes hold the least value below them,
+// the adds that covered a whole node kept at that node.
+class SuffixAddMin {
+ public:
+  explicit SuffixAddMin(const std::vector<int64_t>& values)
+      : n_(static_cast<int>(values.size())), min_(4 * n_ + 4, 0),
+        add_(4 * n_ + 4, 0) {
+    if (n_ > 0) Build(1, 0, n_ - 1, values);
+  }
+  void AddFrom(int first, int64_t delta) {
+    if (first < n_) Add(1, 0, n_ - 1, first, delta);
+  }
+  int64_t Min() const { return n_ > 0 ? min_[1] : kInf; }
+
+ private:
+  void Build(int node, int lo, int hi, const std::vector<int64_t>& values) {
+    if (lo == hi) {
+      min_[node] = values[lo];
+      return;
+    }
+    const int mid = (lo + hi) / 2;
+    Build(2 * node, lo, mid, values);
+    Build(2 * node + 1, mid + 1, hi, values);
+    min_[node] = std::min(min_[2 * node], min_[2 * node + 1]);
+  }
+  void Add(int node, int lo, int hi, int first, int64_t delta) {
+    if (hi < first) return;
+    if (lo >= first) {
+      min_[node] += delta;
+      add_[node] += delta;
+      return;
+    }
+    const int mid = (lo + hi) / 2;
+    Add(2 * node, lo, mid, first, delta);
+    Add(2 * node + 1, mid + 1, hi, first, delta);
+    min_[node] = add_[node] + std::min(min_[2 * node], min_[2 * node + 1]);
+  }
+
+  int n_;
+  std::vector<int64_t> min_, add_;
+};
+
+}  // namespace
+
+std::vector<char> GreedyCover(const std::vector<Item>& items,
+                              const std::vector<int64_t>& req,
+                              const std::vector<int>& order) {
+  const int m = static_cast<int>(items.size());
+  // slack[p]: the savings of the taken items below need p, less the need.
+  // No overflow: a need is at least -kInf, and all the savings together
+  // stay below kInf.
+  std::vector<int64_t> slack(m + 1);
+  for (int p = 0; p <= m; ++p) slack[p] = -req[p];
+  SuffixAddMin tree(slack);
+  std::vector<char> chosen(m, 0);
+  for (int r = 0; r < m && tree.Min() < 0; ++r) {
+    chosen[order[r]] = 1;
+    tree.AddFrom(order[r] + 1, items[order[r]].s);
+  }
+  std::vector<int> dearest(m);
+  std::iota(dearest.begin(), dearest.end(), 0);
+  std::sort(dearest.begin(), dearest.end(), [&](int x, int y) {
+    return items[x].c != items[y].c ? items[x].c > items[y].c : x > y;
+  });
+  for (int p : dearest) {
+    if (!chosen[p]) continue;
+    tree.AddFrom(p + 1, -items[p].s);
+    if (tree.Min() >= 0) {
+      chosen[p] = 0;
+    } else {
+      tree.AddFrom(p + 1, items[p].s);
+    }
+  }
+  return chosen;
 }
 
 Cover RecomputeCover(const PlanProblem& problem) {

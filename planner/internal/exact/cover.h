@@ -87,6 +87,17 @@ void PrefixSums(const std::vector<int64_t>& v, std::vector<int64_t>* sums);
 bool MeetsNeeds(const std::vector<Item>& items, const std::vector<char>& chosen,
                 const std::vector<int64_t>& req);
 
+// The greedy cover: the items in `order` (a permutation of the items'
+// indices, cheapest per byte first) taken until every need is met, then
+// each taken item dropped, dearest first (the later one of equal cost
+// first), where the rest still meet every need. Where all the items
+// together do not meet them, every item is taken. The same selection as
+// that description with MeetsNeeds after each step, which is O(items^2);
+// this keeps each need's slack in a tree: O(items log items).
+std::vector<char> GreedyCover(const std::vector<Item>& items,
+                              const std::vector<int64_t>& req,
+                              const std::vector<int>& order);
+
 // The covering problem of a plan over KEEP and RECOMPUTE (the problem's
 // link is ignored).
 struct Cover {

@@ -30,22 +30,7 @@ std::vector<char> SolveCover(const std::vector<Item>& items,
 
   // The greedy plan: cheapest per byte until every need is met, then drop
   // what is not needed, dearest first.
-  std::vector<char> best_chosen(m, 0);
-  for (int r = 0; r < m && !MeetsNeeds(items, best_chosen, req); ++r) {
-    best_chosen[by_ratio[r]] = 1;
-  }
-  {
-    std::vector<int> dearest(m);
-    std::iota(dearest.begin(), dearest.end(), 0);
-    std::sort(dearest.begin(), dearest.end(), [&](int x, int y) {
-      return items[x].c != items[y].c ? items[x].c > items[y].c : x > y;
-    });
-    for (int p : dearest) {
-      if (!best_chosen[p]) continue;
-      best_chosen[p] = 0;
-      if (!MeetsNeeds(items, best_chosen, req)) best_chosen[p] = 1;
-    }
-  }
+  const std::vector<char> best_chosen = GreedyCover(items, req, by_ratio);
   Best best{0, 0, -2, -1};
   for (int p = 0; p < m; ++p) {
     if (best_chosen[p]) {

@@ -23,7 +23,7 @@
 // count) order, st.cost_ns its cost and st.lower_bound_ns too. Stopped,
 // st.lower_bound_ns is at most the optimum's cost.
 //
-// Cost: the greedy plan O(items^2); the searches up to
+// Cost: the greedy plan O(items log items); the searches up to
 // options.max_nodes states (at most 2^30), plus the heuristic pass's 32
 // per item.
 //
