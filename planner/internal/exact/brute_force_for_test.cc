@@ -125,6 +125,23 @@ std::vector<int64_t> Limits(std::mt19937_64& rng, int64_t least_peak,
   return limits;
 }
 
+void ForEachLinkChainLimit(
+    std::mt19937_64& rng, int chains, int min_blocks, int random_limits,
+    const std::function<void(int iter, const PlanProblem& p,
+                             const std::vector<ScoredPlan>& plans)>& visit) {
+  for (int iter = 0; iter < chains; ++iter) {
+    const bool checkpoints = iter % 2 == 0;
+    const int max_blocks = checkpoints ? 6 : 7;
+    const int n = min_blocks + static_cast<int>(rng() % (max_blocks - min_blocks + 1));
+    PlanProblem p = RandomLinkChain(rng, n, static_cast<ChainKind>(iter % 3), checkpoints);
+    const std::vector<ScoredPlan> plans = EveryPlan(p, checkpoints ? 4 : 3);
+    for (int64_t limit : Limits(rng, LeastPeak(plans), KeepAllPeak(p), random_limits)) {
+      p.budget_bytes = limit;
+      visit(iter, p, plans);
+    }
+  }
+}
+
 CoverOptimum CheapestCover(const std::vector<Item>& items,
                            const std::vector<int64_t>& req) {
   const int m = static_cast<int>(items.size());

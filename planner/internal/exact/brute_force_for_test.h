@@ -5,6 +5,7 @@
 #define REMAT_PLANNER_INTERNAL_EXACT_BRUTE_FORCE_FOR_TEST_H_
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -63,6 +64,17 @@ int64_t KeepAllPeak(const PlanProblem& p);
 // keep-all peak, and `random` drawn between.
 std::vector<int64_t> Limits(std::mt19937_64& rng, int64_t least_peak,
                             int64_t keep_all_peak, int random);
+
+// Small chains with a link, every plan of each scored, at limits from
+// Limits(): chain `iter` (of `chains`) has kind iter % 3, sends its
+// checkpoints to host when iter is even (then scores 4 kinds of action
+// over min_blocks..6 blocks, else 3 over min_blocks..7). `visit(iter, p,
+// plans)` sees `p` with budget_bytes at each limit in turn; it may draw
+// from `rng` too (the draws interleave).
+void ForEachLinkChainLimit(
+    std::mt19937_64& rng, int chains, int min_blocks, int random_limits,
+    const std::function<void(int iter, const PlanProblem& p,
+                             const std::vector<ScoredPlan>& plans)>& visit);
 
 // The cheapest selection of `items` that meets every need of `req`
 // (MeetsNeeds), in (cost, count) order, by enumeration (items.size() at

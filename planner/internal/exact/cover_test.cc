@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "planner/internal/exact/brute_force_for_test.h"
@@ -133,12 +134,11 @@ std::vector<char> GreedyByDefinition(const std::vector<Item>& items,
   for (int r = 0; r < m && !MeetsNeeds(items, chosen, req); ++r) {
     chosen[order[r]] = 1;
   }
-  std::vector<int> dearest(m);
-  std::iota(dearest.begin(), dearest.end(), 0);
-  std::sort(dearest.begin(), dearest.end(), [&](int x, int y) {
-    return items[x].c != items[y].c ? items[x].c > items[y].c : x > y;
-  });
-  for (int p : dearest) {
+  // Dearest first, the later of equal cost first.
+  std::vector<std::pair<int64_t, int>> dearest;
+  for (int p = 0; p < m; ++p) dearest.push_back({items[p].c, p});
+  std::sort(dearest.rbegin(), dearest.rend());
+  for (const auto& [cost, p] : dearest) {
     if (!chosen[p]) continue;
     chosen[p] = 0;
     if (!MeetsNeeds(items, chosen, req)) chosen[p] = 1;

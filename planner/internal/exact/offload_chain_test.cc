@@ -107,64 +107,53 @@ TEST_CASE("the chain's blocks restate the memory model") {
 TEST_CASE("every plan that fits meets the chain's needs and reaches") {
   std::mt19937_64 rng(1515);
   int fitting = 0;
-  for (int iter = 0; iter < 150; ++iter) {
-    const bool checkpoints = iter % 2 == 0;
-    const int n = 1 + static_cast<int>(rng() % (checkpoints ? 6 : 7));
-    PlanProblem p = testing::RandomLinkChain(rng, n, static_cast<ChainKind>(iter % 3),
-                                             checkpoints);
-    const std::vector<testing::ScoredPlan> plans = testing::EveryPlan(p, checkpoints ? 4 : 3);
-    for (int64_t limit : testing::Limits(rng, testing::LeastPeak(plans),
-                                         testing::KeepAllPeak(p), 2)) {
-      p.budget_bytes = limit;
-      const OffloadChain chain = MakeOffloadChain(p);
-      for (const testing::ScoredPlan& s : plans) {
-        if (s.peak > limit) continue;
-        ++fitting;
-        int64_t sigma = 0;
-        int short_at = -1;  // the first block whose need or reach it misses
-        for (int k = 0; k < n && short_at < 0; ++k) {
-          if (sigma < chain.need[k] || sigma < chain.reach[k]) short_at = k;
-          sigma += Saving(p, s.actions, k);
+  testing::ForEachLinkChainLimit(
+      rng, 150, 1, 2,
+      [&](int iter, const PlanProblem& p, const std::vector<testing::ScoredPlan>& plans) {
+        const int n = static_cast<int>(p.blocks.size());
+        const OffloadChain chain = MakeOffloadChain(p);
+        for (const testing::ScoredPlan& s : plans) {
+          if (s.peak > p.budget_bytes) continue;
+          ++fitting;
+          int64_t sigma = 0;
+          int short_at = -1;  // the first block whose need or reach it misses
+          for (int k = 0; k < n && short_at < 0; ++k) {
+            if (sigma < chain.need[k] || sigma < chain.reach[k]) short_at = k;
+            sigma += Saving(p, s.actions, k);
+          }
+          INFO("iter " << iter << " limit " << p.budget_bytes << " short at block "
+                       << short_at);
+          CHECK(short_at == -1);
         }
-        INFO("iter " << iter << " limit " << limit << " short at block " << short_at);
-        CHECK(short_at == -1);
-      }
-    }
-  }
+      });
   CHECK(fitting > 10000);
 }
 
 TEST_CASE("the actions the chain leaves out never make a plan cheaper") {
   std::mt19937_64 rng(1616);
   int compared = 0, pruned_offload = 0;
-  for (int iter = 0; iter < 150; ++iter) {
-    const bool checkpoints = iter % 2 == 0;
-    const int n = 1 + static_cast<int>(rng() % (checkpoints ? 6 : 7));
-    PlanProblem p = testing::RandomLinkChain(rng, n, static_cast<ChainKind>(iter % 3),
-                                             checkpoints);
-    const std::vector<testing::ScoredPlan> plans = testing::EveryPlan(p, checkpoints ? 4 : 3);
-    for (int64_t limit : testing::Limits(rng, testing::LeastPeak(plans),
-                                         testing::KeepAllPeak(p), 3)) {
-      p.budget_bytes = limit;
-      const testing::Optimum all = testing::Cheapest(plans, limit);
-      if (!all.found) continue;
-      const OffloadChain chain = MakeOffloadChain(p);
-      std::vector<testing::ScoredPlan> allowed;
-      for (const testing::ScoredPlan& s : plans) {
-        if (Allowed(chain, s.actions)) allowed.push_back(s);
-      }
-      for (int k = 0; k + 1 < n; ++k) {
-        pruned_offload += p.blocks[k].checkpointable && MemoryOf(p, k).transfer_bytes > 0 &&
-                          !chain.blocks[k].can_o;
-      }
-      const testing::Optimum best = testing::Cheapest(allowed, limit);
-      INFO("iter " << iter << " n=" << n << " limit " << limit);
-      REQUIRE(best.found);
-      CHECK(best.cost == all.cost);
-      CHECK(best.count == all.count);
-      ++compared;
-    }
-  }
+  testing::ForEachLinkChainLimit(
+      rng, 150, 1, 3,
+      [&](int iter, const PlanProblem& p, const std::vector<testing::ScoredPlan>& plans) {
+        const int n = static_cast<int>(p.blocks.size());
+        const testing::Optimum all = testing::Cheapest(plans, p.budget_bytes);
+        if (!all.found) return;
+        const OffloadChain chain = MakeOffloadChain(p);
+        std::vector<testing::ScoredPlan> allowed;
+        for (const testing::ScoredPlan& s : plans) {
+          if (Allowed(chain, s.actions)) allowed.push_back(s);
+        }
+        for (int k = 0; k + 1 < n; ++k) {
+          pruned_offload += p.blocks[k].checkpointable &&
+                            MemoryOf(p, k).transfer_bytes > 0 && !chain.blocks[k].can_o;
+        }
+        const testing::Optimum best = testing::Cheapest(allowed, p.budget_bytes);
+        INFO("iter " << iter << " n=" << n << " limit " << p.budget_bytes);
+        REQUIRE(best.found);
+        CHECK(best.cost == all.cost);
+        CHECK(best.count == all.count);
+        ++compared;
+      });
   CHECK(compared > 300);
   CHECK(pruned_offload > 50);
 }

@@ -61,41 +61,34 @@ TEST_CASE("offloading where cheaper never makes a plan dearer or not fit") {
   std::mt19937_64 rng(2121);
   int tried = 0, cheaper = 0;
   const auto never = std::chrono::steady_clock::time_point::max();
-  for (int iter = 0; iter < 120; ++iter) {
-    const bool checkpoints = iter % 2 == 0;
-    const int n = 2 + static_cast<int>(rng() % (checkpoints ? 5 : 6));
-    PlanProblem p = testing::RandomLinkChain(rng, n, static_cast<ChainKind>(iter % 3),
-                                             checkpoints);
-    const std::vector<testing::ScoredPlan> plans = testing::EveryPlan(p, checkpoints ? 4 : 3);
-    for (int64_t limit : testing::Limits(rng, testing::LeastPeak(plans),
-                                         testing::KeepAllPeak(p), 1)) {
-      p.budget_bytes = limit;
-      for (const testing::ScoredPlan& s : plans) {
-        if (s.peak > limit || rng() % 4 != 0) continue;  // a sample of those that fit
-        std::vector<Action> actions = s.actions;
-        int64_t cost = s.cost;
-        OffloadWhereCheaper(p, never, &actions, &cost);
-        const StepSimulation sim = SimulateStep(p, actions);
-        bool ok = sim.peak_bytes <= limit && cost <= s.cost &&
-                  cost == CostNs(sim);
-        for (size_t k = 0; k < actions.size(); ++k) {
-          // Only recomputes turned into offloads.
-          ok = ok && (actions[k] == s.actions[k] ||
-                      (s.actions[k] == Action::kRecompute && actions[k] == Action::kOffload));
+  testing::ForEachLinkChainLimit(
+      rng, 120, 2, 1,
+      [&](int iter, const PlanProblem& p, const std::vector<testing::ScoredPlan>& plans) {
+        const int64_t limit = p.budget_bytes;
+        for (const testing::ScoredPlan& s : plans) {
+          if (s.peak > limit || rng() % 4 != 0) continue;  // a sample of those that fit
+          std::vector<Action> actions = s.actions;
+          int64_t cost = s.cost;
+          OffloadWhereCheaper(p, never, &actions, &cost);
+          const StepSimulation sim = SimulateStep(p, actions);
+          bool ok = sim.peak_bytes <= limit && cost <= s.cost && cost == CostNs(sim);
+          for (size_t k = 0; k < actions.size(); ++k) {
+            // Only recomputes turned into offloads.
+            ok = ok && (actions[k] == s.actions[k] ||
+                        (s.actions[k] == Action::kRecompute && actions[k] == Action::kOffload));
+          }
+          INFO("iter " << iter << " n=" << p.blocks.size() << " limit " << limit);
+          CHECK(ok);
+          ++tried;
+          cheaper += cost < s.cost;
+          // Past its deadline it changes nothing.
+          std::vector<Action> late = s.actions;
+          int64_t late_cost = s.cost;
+          OffloadWhereCheaper(p, std::chrono::steady_clock::time_point::min(), &late,
+                              &late_cost);
+          CHECK((late == s.actions && late_cost == s.cost));
         }
-        INFO("iter " << iter << " n=" << n << " limit " << limit);
-        CHECK(ok);
-        ++tried;
-        cheaper += cost < s.cost;
-        // Past its deadline it changes nothing.
-        std::vector<Action> late = s.actions;
-        int64_t late_cost = s.cost;
-        OffloadWhereCheaper(p, std::chrono::steady_clock::time_point::min(), &late,
-                            &late_cost);
-        CHECK((late == s.actions && late_cost == s.cost));
-      }
-    }
-  }
+      });
   CHECK(tried > 5000);
   CHECK(cheaper > 300);
 }

@@ -22,8 +22,6 @@ namespace internal {
 namespace exact {
 namespace {
 
-using testing::ChainKind;
-
 // The LP over `items` (those of blocks below `below`) of saving `need`.
 int64_t Lp(const std::vector<Item>& items, int64_t need, int below) {
   std::vector<Item> kept, by_rank;
@@ -45,19 +43,12 @@ struct Case {
 std::vector<Case> Cases(uint64_t seed, int chains) {
   std::mt19937_64 rng(seed);
   std::vector<Case> out;
-  for (int iter = 0; iter < chains; ++iter) {
-    const bool checkpoints = iter % 2 == 0;
-    const int n = 2 + static_cast<int>(rng() % (checkpoints ? 5 : 6));
-    PlanProblem p = testing::RandomLinkChain(rng, n, static_cast<ChainKind>(iter % 3),
-                                             checkpoints);
-    const std::vector<testing::ScoredPlan> plans = testing::EveryPlan(p, checkpoints ? 4 : 3);
-    for (int64_t limit : testing::Limits(rng, testing::LeastPeak(plans),
-                                         testing::KeepAllPeak(p), 3)) {
-      p.budget_bytes = limit;
-      Case c{p, testing::Cheapest(plans, limit)};
-      if (c.optimum.found) out.push_back(std::move(c));
-    }
-  }
+  testing::ForEachLinkChainLimit(
+      rng, chains, 2, 3,
+      [&](int, const PlanProblem& p, const std::vector<testing::ScoredPlan>& plans) {
+        Case c{p, testing::Cheapest(plans, p.budget_bytes)};
+        if (c.optimum.found) out.push_back(std::move(c));
+      });
   return out;
 }
 

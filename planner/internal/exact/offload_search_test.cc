@@ -21,8 +21,6 @@ namespace internal {
 namespace exact {
 namespace {
 
-using testing::ChainKind;
-
 constexpr double kNone = std::numeric_limits<double>::infinity();
 
 struct Case {
@@ -33,18 +31,11 @@ struct Case {
 std::vector<Case> Cases(uint64_t seed, int chains) {
   std::mt19937_64 rng(seed);
   std::vector<Case> out;
-  for (int iter = 0; iter < chains; ++iter) {
-    const bool checkpoints = iter % 2 == 0;
-    const int n = 1 + static_cast<int>(rng() % (checkpoints ? 6 : 7));
-    PlanProblem p = testing::RandomLinkChain(rng, n, static_cast<ChainKind>(iter % 3),
-                                             checkpoints);
-    const std::vector<testing::ScoredPlan> plans = testing::EveryPlan(p, checkpoints ? 4 : 3);
-    for (int64_t limit : testing::Limits(rng, testing::LeastPeak(plans),
-                                         testing::KeepAllPeak(p), 2)) {
-      p.budget_bytes = limit;
-      out.push_back({p, testing::Cheapest(plans, limit)});
-    }
-  }
+  testing::ForEachLinkChainLimit(
+      rng, chains, 1, 2,
+      [&](int, const PlanProblem& p, const std::vector<testing::ScoredPlan>& plans) {
+        out.push_back({p, testing::Cheapest(plans, p.budget_bytes)});
+      });
   return out;
 }
 
