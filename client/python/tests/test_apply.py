@@ -22,6 +22,11 @@ transformers = pytest.importorskip("transformers")
 torchvision = pytest.importorskip("torchvision")
 
 VOCAB = 96
+# The language models train without a KV cache (use_cache=False), as
+# remat's blocks run them and as Hugging Face's own checkpointing does: with
+# one, GPT-2's attention reads its keys and values back from the cache, in
+# another memory layout, and on some CPUs (AVX2) the gradients then differ
+# in their last bits from those of a run without it.
 K, R, O, RO = (Action.KEEP, Action.RECOMPUTE, Action.OFFLOAD,
                Action.RECOMPUTE_OFFLOAD)
 
@@ -31,7 +36,7 @@ def llama():
         vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=256, attention_dropout=0.1,
-        attn_implementation="eager")
+        attn_implementation="eager", use_cache=False)
     model = transformers.LlamaForCausalLM(config)
     return model, model.model.layers
 
@@ -39,7 +44,7 @@ def llama():
 def gpt2():
     config = transformers.GPT2Config(
         vocab_size=VOCAB, n_embd=32, n_layer=3, n_head=4, n_positions=256,
-        attn_implementation="eager")  # dropout 0.1 by default
+        attn_implementation="eager", use_cache=False)  # dropout 0.1 by default
     model = transformers.GPT2LMHeadModel(config)
     return model, model.transformer.h
 
@@ -186,6 +191,17 @@ def image_workload(k: int):
 @pytest.mark.parametrize("family", ["llama", "gpt2", "bert", "resnet",
                                     "llama_large_vocab"])
 def test_trains_within_budget_with_its_optimizer_counted(family):
+    # ResNet on PyTorch's native convolutions. Where PyTorch picks oneDNN's
+    # for the CPU (an AVX2 EPYC, say), their scratch memory follows the
+    # shape's blocking, not the batch: the step's peak varied by 18 MiB
+    # against the input's size there, the estimator's bounds widen to
+    # match, and the planner rightly refuses a budget under 3 MiB above the
+    # smallest peak. This test is about planning within a budget.
+    with torch.backends.mkldnn.flags(enabled=family != "resnet"):
+        trains_within_budget(family)
+
+
+def trains_within_budget(family):
     torch.manual_seed(0)
     make, workload = {
         "resnet": (resnet18, image_workload),
