@@ -100,6 +100,7 @@ void CheckContract(const PlanProblem& p, const Plan& plan,
 
 // Random chains, the exact solver's parts' tests' too.
 using Kind = internal::exact::testing::ChainKind;
+using internal::exact::testing::kSampleDivisor;
 
 PlanProblem RandomProblem(std::mt19937_64& rng, int n, Kind kind) {
   return internal::exact::testing::RandomChain(rng, n, kind);
@@ -110,8 +111,9 @@ TEST_CASE("exact matches brute force on small instances") {
   auto exact = NewSolver("exact");
   REQUIRE(exact.ok());
   int instances = 0, infeasible = 0, keep_all = 0;
-  for (int iter = 0; iter < 1600; ++iter) {
-    const int n = iter < 1400 ? static_cast<int>(rng() % 12)
+  const int iterations = 1600 / kSampleDivisor;
+  for (int iter = 0; iter < iterations; ++iter) {
+    const int n = iter < iterations * 7 / 8 ? static_cast<int>(rng() % 12)
                               : 12 + static_cast<int>(rng() % 5);
     const Kind kind = static_cast<Kind>(iter % 3);
     PlanProblem p = RandomProblem(rng, n, kind);
@@ -150,10 +152,10 @@ TEST_CASE("exact matches brute force on small instances") {
     }
   }
   // The mix really covers all three regimes.
-  CHECK(instances > 10000);
-  CHECK(infeasible > 1000);
-  CHECK(keep_all > 1000);
-  CHECK(instances - infeasible - keep_all > 3000);
+  CHECK(instances > 10000 / kSampleDivisor);
+  CHECK(infeasible > 1000 / kSampleDivisor);
+  CHECK(keep_all > 1000 / kSampleDivisor);
+  CHECK(instances - infeasible - keep_all > 3000 / kSampleDivisor);
 }
 
 // Every plan over KEEP, RECOMPUTE and OFFLOAD (and with `kinds` 4,
@@ -294,23 +296,25 @@ LinkCounts CheckLinkAgainstBruteForce(uint64_t seed, int iterations,
 }
 
 TEST_CASE("exact with a host link matches brute force over all 3^n plans") {
-  const LinkCounts c = CheckLinkAgainstBruteForce(777, 700, 3);
-  CHECK(c.instances > 5000);
-  CHECK(c.infeasible > 500);
-  CHECK(c.offloaded > 1000);
-  CHECK(c.needs_offload > 150);  // fits only with OFFLOAD
-  CHECK(c.least_below_recompute > 50);  // 113 at this seed
-  CHECK(c.relaxation_proved > 300);
+  const LinkCounts c =
+      CheckLinkAgainstBruteForce(777, 700 / kSampleDivisor, 3);
+  CHECK(c.instances > 5000 / kSampleDivisor);
+  CHECK(c.infeasible > 500 / kSampleDivisor);
+  CHECK(c.offloaded > 1000 / kSampleDivisor);
+  CHECK(c.needs_offload > 150 / kSampleDivisor);  // fits only with OFFLOAD
+  CHECK(c.least_below_recompute > 50 / kSampleDivisor);  // 113 at this seed
+  CHECK(c.relaxation_proved > 300 / kSampleDivisor);
 }
 
 TEST_CASE("exact with checkpoints to host matches brute force over 4^n plans") {
-  const LinkCounts c = CheckLinkAgainstBruteForce(4242, 700, 4);
-  CHECK(c.instances > 5000);
-  CHECK(c.infeasible > 300);
-  CHECK(c.sends_checkpoints > 300);
-  CHECK(c.needs_offload > 150);
-  CHECK(c.least_below_recompute > 150);  // 347 at this seed
-  CHECK(c.relaxation_proved > 300);
+  const LinkCounts c =
+      CheckLinkAgainstBruteForce(4242, 700 / kSampleDivisor, 4);
+  CHECK(c.instances > 5000 / kSampleDivisor);
+  CHECK(c.infeasible > 300 / kSampleDivisor);
+  CHECK(c.sends_checkpoints > 300 / kSampleDivisor);
+  CHECK(c.needs_offload > 150 / kSampleDivisor);
+  CHECK(c.least_below_recompute > 150 / kSampleDivisor);  // 347 at this seed
+  CHECK(c.relaxation_proved > 300 / kSampleDivisor);
 }
 
 // An independent exact reference for larger chains whose savings are small

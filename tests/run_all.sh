@@ -16,11 +16,11 @@ run_tests --config=asan --test_tag_filters=asan --build_tests_only //...
 run_tests --config=tsan --test_tag_filters=tsan --build_tests_only //...
 
 # The fuzz targets under real libFuzzer (clang, ASan+UBSan, --config=fuzz),
-# from the seed corpus, each for 20,000 inputs or 60 seconds, whichever comes
+# from the seed corpus, each for 20,000 inputs or 30 seconds, whichever comes
 # first (the service and WAL targets, whose every input refits and writes a
-# log, reach about 3,000 and 6,000 in that time); one test per target.
+# log, reach about 2,500 and 5,000 in that time); one test per target.
 fuzz_log=$(mktemp)
-tests/fuzz_long.sh --runs 20000 --seconds 60 2>&1 | tee "$fuzz_log"
+tests/fuzz_long.sh --runs 20000 --seconds 30 2>&1 | tee "$fuzz_log"
 fuzz_rc=${PIPESTATUS[0]}
 fuzz_passed=$(grep -cE '^fuzz //[^ ]+ PASSED' "$fuzz_log")
 fuzz_failed=$(grep -cE '^fuzz //[^ ]+ FAILED' "$fuzz_log")

