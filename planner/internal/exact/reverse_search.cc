@@ -41,6 +41,7 @@ ReverseSearch::ReverseSearch(const std::vector<Item>& items, const std::vector<i
     magnitude += std::abs(r_[p]) + static_cast<double>(items[p].c) +
                  lambda * static_cast<double>(items[p].s);
   }
+  order_.reserve(m);
   for (int p = m; p-- > body_;) order_.push_back(p);
   std::vector<int> body(body_);
   std::iota(body.begin(), body.end(), 0);
@@ -189,6 +190,8 @@ void ReverseSearch::Step(int t, std::vector<State>* front_out, Best* best, size_
   const int64_t floor = in_tail ? std::max<int64_t>(req_[p], 0) : 0;
   keep_.clear();
   take_.clear();
+  keep_.reserve(front.size());
+  take_.reserve(front.size());
   for (const State& x : front) {
     keep_.push_back({std::max(x.g, floor), x.cost, x.count, x.node});
     if (x.g > 0) {  // its saving can matter

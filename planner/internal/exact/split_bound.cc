@@ -12,8 +12,11 @@ namespace exact {
 void CoverBound::Build(const std::vector<Item>& items, const std::vector<int>& ids,
                        int first, int last) {
   ids_.assign(ids.begin() + first, ids.begin() + last);
+  const size_t m = ids_.size();
   sizes_.clear();
   costs_.clear();
+  sizes_.reserve(m);
+  costs_.reserve(m);
   for (int i : ids_) {
     sizes_.push_back(items[i].s);
     costs_.push_back(items[i].c);
@@ -30,6 +33,9 @@ void CoverBound::Build(const std::vector<Item>& items, const std::vector<int>& i
   lp_s_.assign(1, 0);
   lp_c_.assign(1, 0);
   per_byte_.clear();
+  lp_s_.reserve(m + 1);
+  lp_c_.reserve(m + 1);
+  per_byte_.reserve(m);
   for (int i : ids_) {
     lp_s_.push_back(lp_s_.back() + items[i].s);
     lp_c_.push_back(lp_c_.back() + items[i].c);
