@@ -25,7 +25,7 @@ entries=(
   '^bash tests/run_all\.sh => ci .ci/run (the README test command)'
   '^bash tests/run_torch2\.sh => ci .ci/run (its second command)'
   '^\./setup\.sh --torch2 => ci run_torch2 (it begins with it)'
-  '^bazel test --config=cuda //\.\.\. => ci run_torch2'
+  '^bazel test --config=cuda //\.\.\. => ci run_torch2 (the targets that link LibTorch or CUDA)'
   '^bazel run --config=torch2 //examples:train => ci run_torch2 (the trainer under --config=cuda: demo_train_test)'
   '^bash client/python/build_wheel\.sh => ci python_example, python_wheel'
   '^~/\.cache/remat/torch2-venv/bin/pip install dist/remat- => ci python_example'
